@@ -1,0 +1,19 @@
+"""gnnbook: the helper package of the hands-on course on parallel and
+distributed GNN training.  One idea per module, in layers:
+
+- ``data``: real datasets (checksummed, offline-first) and synthetic graphs
+- ``models``: GCN, GAT, GraphSAGE, GIN, GGNN, VGAE on DGL
+- ``train``: training loops and result records; ``memory``: peak-memory probes
+- ``viz`` and ``cli`` on top (``python -m gnnbook --help``)
+
+Example:
+    >>> import gnnbook
+    >>> gnnbook.__version__
+    '0.1.0'
+"""
+import os as _os
+
+# DGL otherwise guesses a backend, warns, and writes ~/.dgl/config.json.
+_os.environ.setdefault("DGLBACKEND", "pytorch")
+
+__version__ = "0.1.0"

@@ -1,0 +1,88 @@
+"""Datasets: real graphs found offline or downloaded and checksummed, and
+seeded synthetic graphs.
+
+Example:
+    >>> from gnnbook.data import load_dataset
+    >>> g = load_dataset("cora")                      # doctest: +SKIP
+    >>> g.num_nodes(), int(g.ndata["train_mask"].sum())  # doctest: +SKIP
+    (2708, 140)
+"""
+from __future__ import annotations
+
+import difflib
+import hashlib
+from typing import Any
+
+from .arrays import GraphArrays
+from .files import DatasetError, cache_dir, raw_files
+from .formats import parse_graphdata_npz, parse_planetoid
+from .registry import DATASETS, DatasetSpec
+from .synthetic import KINDS as SYNTHETIC_KINDS
+from .synthetic import synthetic_arrays
+
+__all__ = [
+    "DATASETS",
+    "DatasetError",
+    "GraphArrays",
+    "dataset_names",
+    "load_arrays",
+    "load_dataset",
+    "synthetic_arrays",
+]
+
+_PARSERS = {"planetoid": parse_planetoid, "graphdata-npz": parse_graphdata_npz}
+_CACHE_VERSION = 1
+
+
+def dataset_names() -> list[str]:
+    """Every name ``load_dataset`` accepts: shipped datasets, then synthetic kinds."""
+    return list(DATASETS) + list(SYNTHETIC_KINDS)
+
+
+def _unknown(name: str) -> DatasetError:
+    close = difflib.get_close_matches(name, dataset_names(), n=1)
+    hint = f" Did you mean '{close[0]}'?" if close else ""
+    return DatasetError(
+        f"unknown dataset '{name}'.{hint} Known datasets: {', '.join(DATASETS)}; "
+        f"synthetic graphs (no files needed): {', '.join(SYNTHETIC_KINDS)}."
+    )
+
+
+def load_arrays(name: str, download: bool = True, **synthetic_options: Any) -> GraphArrays:
+    """The dataset as plain numpy arrays (see :func:`load_dataset`)."""
+    key = name.lower().replace("_", "-")
+    if key in SYNTHETIC_KINDS:
+        return synthetic_arrays(key, **synthetic_options)
+    if synthetic_options:
+        raise TypeError(f"options {sorted(synthetic_options)} only apply to synthetic graphs")
+    spec: DatasetSpec | None = DATASETS.get(key)
+    if spec is None:
+        raise _unknown(name)
+    paths = raw_files(spec, download=download)
+    # The converted copy is keyed by the raw files' checksums, so a changed
+    # registry never serves a stale conversion.
+    digest = hashlib.sha256("".join(spec.files[f] for f in sorted(spec.files)).encode()).hexdigest()[:16]
+    converted = cache_dir() / "processed" / f"{spec.name}-v{_CACHE_VERSION}-{digest}.npz"
+    if converted.is_file():
+        try:
+            return GraphArrays.load(converted)
+        except (OSError, ValueError, KeyError):
+            converted.unlink(missing_ok=True)  # a damaged cache is rebuilt from the raw files
+    arrays = _PARSERS[spec.format](spec.name, paths, spec.files)
+    try:
+        arrays.save(converted)
+    except OSError:
+        pass  # a read-only cache only costs a re-parse next time
+    return arrays
+
+
+def load_dataset(name: str, download: bool = True, **synthetic_options: Any):
+    """Load ``name`` as a DGLGraph with ndata ``feat``, ``label``, ``train_mask``,
+    ``val_mask`` and ``test_mask``.
+
+    ``name`` is a shipped dataset (``cora``, ``citeseer``, ``amazon-photo``,
+    ``amazon-computers``, ``coauthor-cs``) or a synthetic kind (``powerlaw``,
+    ``sbm``) that takes the keyword options of :func:`synthetic_arrays`, for
+    example ``load_dataset("powerlaw", num_nodes=100_000, avg_degree=20)``.
+    """
+    return load_arrays(name, download=download, **synthetic_options).to_dgl()
