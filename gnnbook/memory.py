@@ -15,6 +15,8 @@ Example:
 """
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 import os
 import threading
 from pathlib import Path
@@ -43,6 +45,40 @@ def _reset_hwm() -> bool:
         return False
 
 
+def _libc():
+    try:
+        return ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+    except OSError:
+        return None
+
+
+_LIBC = _libc()
+_M_MMAP_THRESHOLD = -3  # mallopt parameter number in glibc's malloc.h
+
+
+def release_free_memory() -> None:
+    """Hand free heap pages back to the OS (glibc ``malloc_trim``; no-op elsewhere)."""
+    if _LIBC is not None and hasattr(_LIBC, "malloc_trim"):
+        _LIBC.malloc_trim(0)
+
+
+def track_freed_memory(threshold_bytes: int = 1 << 20) -> bool:
+    """Make resident memory follow live tensors (Linux/glibc), for measuring.
+
+    glibc keeps freed blocks to reuse them, so a new tensor can land in pages
+    that are already resident and :class:`PeakMemory` would see ~0 bytes.
+    Giving every block of at least ``threshold_bytes`` its own mapping (freed
+    straight back to the OS) fixes that, at the price of a page fault per big
+    allocation: call it in notebooks that measure memory, not for speed runs.
+    Returns False where the C library has no ``mallopt``.
+    """
+    if _LIBC is None or not hasattr(_LIBC, "mallopt"):
+        return False
+    ok = bool(_LIBC.mallopt(_M_MMAP_THRESHOLD, int(threshold_bytes)))
+    release_free_memory()
+    return ok
+
+
 def current_rss() -> int:
     return psutil.Process(os.getpid()).memory_info().rss
 
@@ -64,8 +100,11 @@ class PeakMemory:
             torch.cuda.reset_peak_memory_stats(self.device)
             self._base = torch.cuda.memory_allocated(self.device)
             return self
-        self._base = current_rss()
+        release_free_memory()
+        # Reset first, then read the base: memory freed in between (another
+        # thread, the garbage collector) must not hide the peak that follows.
         self._use_hwm = _reset_hwm() and _vm_hwm_bytes() is not None
+        self._base = _vm_hwm_bytes() if self._use_hwm else current_rss()
         if not self._use_hwm:
             self._max = self._base
             self._stop = threading.Event()

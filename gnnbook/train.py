@@ -9,11 +9,12 @@ Example:
 """
 from __future__ import annotations
 
+import contextlib
 import copy
 import random
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 import dgl
 import numpy as np
@@ -41,6 +42,24 @@ def set_seed(seed: int) -> None:
     np.random.seed(seed)
     torch.manual_seed(seed)
     dgl.seed(seed)
+
+
+@contextlib.contextmanager
+def sampling_on_one_thread() -> Iterator[None]:
+    """Run DGL's neighbour sampling on one thread inside the block.
+
+    DGL 2.1's sampler splits work over OpenMP threads, each with its own random
+    stream, so with several threads the same ``dgl.seed`` draws different
+    neighbours from run to run; on one thread it repeats exactly.
+    """
+    from dgl.utils.internal import get_num_threads, set_num_threads
+
+    previous = get_num_threads()
+    set_num_threads(1)
+    try:
+        yield
+    finally:
+        set_num_threads(previous)
 
 
 @dataclass
@@ -227,25 +246,30 @@ def _pair_auc(model: VGAE, z: torch.Tensor, pos_u, pos_v, negatives) -> float:
     return roc_auc(scores, np.r_[np.ones(len(pos)), np.zeros(len(neg))])
 
 
-def train_vgae(graph: dgl.DGLGraph, epochs: int = 200, lr: float = 0.01, seed: int = 0,
-               progress: bool = True) -> dict[str, float]:
-    """Train a VGAE on 85% of the edges; return validation and test ROC-AUC."""
+def train_vgae(graph: dgl.DGLGraph, epochs: int = 400, lr: float = 0.01, seed: int = 0,
+               negatives_per_edge: int = 1, progress: bool = True) -> dict[str, float]:
+    """Train a VGAE on 85% of the edges; return validation and test ROC-AUC.
+
+    The reconstruction loss scores every training edge against freshly sampled
+    random node pairs each epoch (negative sampling), instead of the paper's
+    dense N x N adjacency: the same objective in expectation, O(E) not O(N^2).
+    """
     set_seed(seed)
     train_graph, pairs = split_edges(graph, seed=seed)
     g = prepare_graph(train_graph)
     feat = g.ndata["feat"]
     model = VGAE(feat.shape[1])
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    src, dst = g.edges()
     n = g.num_nodes()
-    # Reconstruct the full adjacency (dense is fine at Cora scale); positives are rare, so weight them up.
-    target = torch.zeros(n, n)
-    target[g.edges()] = 1.0
-    pos_weight = (n * n - target.sum()) / target.sum()
     for _ in tqdm(range(epochs), desc="vgae", disable=not progress, leave=False):
         model.train()
         z, mean, log_std = model.encode(g, feat)
-        logits = z @ z.t()
-        recon = F.binary_cross_entropy_with_logits(logits, target, pos_weight=pos_weight)
+        neg_src = torch.randint(0, n, (negatives_per_edge * len(src),))
+        neg_dst = torch.randint(0, n, (negatives_per_edge * len(src),))
+        pos, neg = model.score(z, src, dst), model.score(z, neg_src, neg_dst)
+        recon = F.binary_cross_entropy_with_logits(pos, torch.ones_like(pos)) + \
+            F.binary_cross_entropy_with_logits(neg, torch.zeros_like(neg))
         kl = -0.5 / n * torch.mean(torch.sum(1 + 2 * log_std - mean**2 - (2 * log_std).exp(), 1))
         loss = recon + kl
         optimizer.zero_grad()

@@ -1,0 +1,41 @@
+# The course's two commands:  make lab  (open the course)  and  make test  (run every test).
+# Both create the virtual environment .venv first when it is missing or older than pyproject.toml.
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV   := .venv
+STAMP  := $(VENV)/.gnnbook-installed
+# Extra arguments for JupyterLab, e.g.  make lab LAB_ARGS="--no-browser --port=8899"
+LAB_ARGS ?=
+# Extra arguments for pytest, e.g.  make test PYTEST_ARGS="-k data -x"
+PYTEST_ARGS ?=
+
+export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
+export DGLBACKEND := pytorch
+
+.PHONY: venv lab test env clean-venv strip-notebooks
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml
+	@test -n "$(PYTHON)" || { echo "error: Python 3.11 not found; install it or run make PYTHON=/path/to/python3.11"; exit 1; }
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "error: DGL 2.1.0 wheels need Python 3.11; run make PYTHON=/path/to/python3.11")'
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/python -m pip install --quiet --upgrade "pip>=23"
+	$(VENV)/bin/python -m pip install --quiet -e '.[dev]'
+	$(VENV)/bin/python -m gnnbook env
+	touch $(STAMP)
+
+lab: venv
+	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=$(CURDIR) $(LAB_ARGS)
+
+test: venv
+	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+env: venv
+	$(VENV)/bin/python -m gnnbook env
+
+strip-notebooks: venv
+	$(VENV)/bin/jupyter nbconvert --clear-output --inplace chapters/*.ipynb labs/*.ipynb
+
+clean-venv:
+	rm -rf $(VENV)

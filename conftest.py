@@ -1,0 +1,51 @@
+"""Per-notebook run-time report and budget for ``pytest --nbval-lax``.
+
+nbval runs each notebook cell as a test item; here we add up the wall-clock
+time of every item of one notebook (kernel start-up included, since it happens
+in the first cell's setup), print one line per notebook, and fail the session
+when a notebook exceeds the budget (120 s on the course's reference machine, a
+2-core CPU; ``GNNBOOK_NOTEBOOK_BUDGET_S`` overrides it on slower hardware).
+"""
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import pytest
+
+BUDGET_S = float(os.environ.get("GNNBOOK_NOTEBOOK_BUDGET_S", "120"))
+_seconds: dict[str, float] = defaultdict(float)
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    start = time.perf_counter()
+    yield
+    if str(item.fspath).endswith(".ipynb"):
+        _seconds[os.path.relpath(str(item.fspath), str(item.config.rootpath))] += time.perf_counter() - start
+
+
+def _over_budget() -> dict[str, float]:
+    return {nb: s for nb, s in _seconds.items() if s > BUDGET_S}
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    if not _seconds:
+        return
+    terminalreporter.section(f"notebook run times (budget {BUDGET_S:.0f} s each)")
+    for nb, seconds in sorted(_seconds.items()):
+        flag = "  OVER BUDGET" if seconds > BUDGET_S else ""
+        terminalreporter.write_line(f"{seconds:7.1f} s  {nb}{flag}")
+    out = Path(config.rootpath) / "build" / "notebook-times.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps(dict(sorted(_seconds.items())), indent=2))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    over = _over_budget()
+    if over and session.exitstatus == 0:
+        session.exitstatus = 1
+        print(f"\nnotebooks over the {BUDGET_S:.0f} s budget: {', '.join(f'{k} ({v:.0f} s)' for k, v in over.items())}")

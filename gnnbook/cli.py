@@ -1,0 +1,145 @@
+"""The course's command line: ``python -m gnnbook <command>``.
+
+Commands: ``env`` (check the pinned versions), ``datasets`` (table of the
+shipped datasets), ``train`` (full-graph training over several seeds), plus the
+distributed ones that ``gnnbook.dist.commands`` registers.
+
+Example:
+    $ python -m gnnbook train --dataset cora --model gcn --seeds 5 --json
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from typing import Callable
+
+
+class UserError(Exception):
+    """An error caused by the input; printed as one paragraph, no traceback."""
+
+
+def _env(args: argparse.Namespace) -> int:
+    from .env import report
+
+    table, problems = report()
+    print(table)
+    if problems:
+        print("\nThe environment does not match the course's pins:", file=sys.stderr)
+        for problem in problems:
+            print(f"  - {problem.message()}", file=sys.stderr)
+        print("Fix: recreate the environment with `make venv` (or `pip install -e '.[dev]'` in a fresh "
+              "Python 3.11 virtual environment).", file=sys.stderr)
+        return 1
+    print("\nAll pins satisfied.")
+    return 0
+
+
+def _datasets(args: argparse.Namespace) -> int:
+    from .data import DATASETS, load_arrays
+
+    if args.markdown:
+        print(datasets_markdown())
+        return 0
+    rows = []
+    for name, spec in DATASETS.items():
+        a = load_arrays(name, download=not args.offline)
+        rows.append(dict(dataset=name, nodes=a.num_nodes, edges=a.num_edges // 2, features=a.feat.shape[1],
+                         classes=int(a.label.max()) + 1,
+                         split=f"{a.train_mask.sum()}/{a.val_mask.sum()}/{a.test_mask.sum()}"))
+    if args.json:
+        print(json.dumps(rows, indent=2, default=int))
+        return 0
+    header = f"{'dataset':<18}{'nodes':>8}{'edges':>9}{'features':>10}{'classes':>9}  train/val/test"
+    print(header + "\n" + "-" * len(header))
+    for r in rows:
+        print(f"{r['dataset']:<18}{r['nodes']:>8}{r['edges']:>9}{r['features']:>10}{r['classes']:>9}  {r['split']}")
+    print("\nEdges are undirected (each is stored in both directions). Synthetic graphs, no files "
+          "needed: powerlaw, sbm.")
+    return 0
+
+
+def datasets_markdown() -> str:
+    """The dataset table of ``data/README.md``, generated from the registry."""
+    from .data import DATASETS
+
+    lines = ["| dataset | raw file | SHA-256 | pinned URL |", "|---|---|---|---|"]
+    for name, spec in DATASETS.items():
+        for file, digest in spec.files.items():
+            lines.append(f"| {name} | `{spec.folder}/{file}` | `{digest}` | {spec.url(file)} |")
+    lines += ["", "| dataset | source @ commit | licence | shape |", "|---|---|---|---|"]
+    lines += [f"| {n} | {s.source} | {s.licence} | {s.shape} |" for n, s in DATASETS.items()]
+    return "\n".join(lines)
+
+
+def _train(args: argparse.Namespace) -> int:
+    from .data import load_dataset
+    from .models import MODEL_DEFAULTS
+    from .train import summarize, train_over_seeds
+
+    if args.model not in MODEL_DEFAULTS:
+        raise UserError(f"unknown model '{args.model}'. Known models: {', '.join(MODEL_DEFAULTS)}.")
+    if args.seeds < 1:
+        raise UserError("--seeds must be at least 1.")
+    graph = load_dataset(args.dataset)
+    options = {} if args.epochs is None else {"epochs": args.epochs}
+    results = train_over_seeds(graph, args.model, args.seeds, progress=not args.no_progress,
+                               device=args.device, **options)
+    summary = {"dataset": args.dataset, **summarize(results)}
+    if args.json:
+        print(json.dumps(summary))
+    else:
+        print(f"{args.model} on {args.dataset}, {args.seeds} seed(s): test accuracy "
+              f"{100 * summary['test_acc_mean']:.1f} +- {100 * summary['test_acc_std']:.1f} %, "
+              f"{1000 * summary['seconds_per_epoch']:.1f} ms per epoch, "
+              f"peak memory {summary['peak_memory_bytes'] / 2**20:.0f} MiB")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m gnnbook", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("env", help="print versions and check the course's pins")
+    p.set_defaults(func=_env)
+    p = sub.add_parser("datasets", help="table of the shipped datasets")
+    p.add_argument("--json", action="store_true")
+    p.add_argument("--markdown", action="store_true", help="print data/README.md's tables")
+    p.add_argument("--offline", action="store_true", help="never download")
+    p.set_defaults(func=_datasets)
+    p = sub.add_parser("train", help="full-graph node classification over several seeds")
+    p.add_argument("--dataset", default="cora")
+    p.add_argument("--model", default="gcn")
+    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--epochs", type=int, default=None, help="maximum epochs (default: the paper's)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=_train)
+    for register in _extensions():
+        register(sub)
+    return parser
+
+
+def _extensions() -> list[Callable]:
+    """Subcommands that higher layers (the distributed runtime) add."""
+    import importlib.util
+
+    if importlib.util.find_spec("gnnbook.dist") is None:  # TODO(lead): import directly once it lands
+        return []
+    from .dist.commands import register as dist_commands
+
+    return [dist_commands]
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    from .data import DatasetError
+
+    try:
+        return args.func(args)
+    except (UserError, DatasetError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130

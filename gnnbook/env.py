@@ -1,0 +1,92 @@
+"""Check that the installed packages match the course's pins.
+
+The pins live in one place, ``pyproject.toml``; this module reads them back
+from the installed package's metadata, so the check can never drift from the
+install.  ``python -m gnnbook env`` prints the table and exits non-zero when a
+pin is violated (for example torch 2.3 beside DGL 2.1, which DGL cannot load).
+
+Example:
+    >>> problems = check_pins({"torch": "2.3.0", "dgl": "2.1.0"}, ["torch==2.2.1", "dgl==2.1.0"])
+    >>> problems[0].name, problems[0].installed
+    ('torch', '2.3.0')
+"""
+from __future__ import annotations
+
+import importlib.metadata as metadata
+import platform
+import sys
+from dataclasses import dataclass
+
+from packaging.requirements import Requirement
+
+# Why each hard pin exists, shown when it is violated.
+WHY = {
+    "torch": "DGL 2.1.0 supports torch 2.0.0-2.2.1 only (its C++ graphbolt library is built per torch release)",
+    "dgl": "the course's distributed trainer follows DGL 2.1.0's DistDGL environment contract",
+    "torchdata": "DGL 2.1.0's graphbolt imports torchdata.datapipes, removed in torchdata 0.10",
+    "numpy": "torch 2.2 is built against NumPy 1.x and fails to exchange arrays with NumPy 2",
+    "setuptools": "DGL 2.1.0 imports setuptools.extern, removed in setuptools 70",
+}
+# Packages shown even when healthy: the ones whose versions explain most problems.
+KEY_PACKAGES = ["torch", "dgl", "torchdata", "numpy", "setuptools", "torch-geometric", "pymetis"]
+
+
+@dataclass
+class PinProblem:
+    name: str
+    required: str
+    installed: str | None
+
+    def message(self) -> str:
+        have = f"{self.installed} is installed" if self.installed else "it is not installed"
+        why = f" ({WHY[self.name]})" if self.name in WHY else ""
+        return f"{self.name}{self.required} is required but {have}{why}."
+
+
+def course_requirements(extras: tuple[str, ...] = ()) -> list[str]:
+    """The requirement strings of the installed gnnbook (plus the given extras)."""
+    out = []
+    for line in metadata.requires("gnnbook") or []:
+        req = Requirement(line)
+        if req.marker is None or any(req.marker.evaluate({"extra": e}) for e in extras):
+            out.append(str(Requirement(line.split(";")[0])))
+    return out
+
+
+def installed_versions(names) -> dict[str, str | None]:
+    versions: dict[str, str | None] = {}
+    for name in names:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def check_pins(installed: dict[str, str | None], requirements: list[str]) -> list[PinProblem]:
+    """Every requirement that ``installed`` (name -> version) does not satisfy."""
+    problems = []
+    for line in requirements:
+        req = Requirement(line)
+        version = installed.get(req.name)
+        # Local version labels (2.2.1+cu121) satisfy ==2.2.1.
+        if version is None or not req.specifier.contains(version.split("+")[0], prereleases=True):
+            problems.append(PinProblem(req.name, str(req.specifier), version))
+    return problems
+
+
+def report() -> tuple[str, list[PinProblem]]:
+    """A readable table of the key versions and the list of violated pins."""
+    requirements = course_requirements()
+    names = list(dict.fromkeys(KEY_PACKAGES + [Requirement(r).name for r in requirements]))
+    versions = installed_versions(names)
+    problems = check_pins(versions, requirements)
+    lines = [f"python      {platform.python_version()} ({sys.executable})"]
+    lines += [f"{name:<11} {versions[name] or 'not installed'}" for name in KEY_PACKAGES]
+    try:
+        import torch
+
+        lines.append(f"cuda        {'available: ' + torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'not available (CPU only)'}")
+    except Exception as exc:  # a broken torch is exactly what this command must report
+        lines.append(f"torch import failed: {exc}")
+    return "\n".join(lines), problems

@@ -1,0 +1,154 @@
+"""gnnbook.data: real datasets offline, checksums, allow-list unpickling, synthetic graphs."""
+import http.server
+import pickle
+import shutil
+import threading
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from gnnbook.data import DATASETS, DatasetError, load_arrays, load_dataset, synthetic_arrays
+from gnnbook.data import files as data_files
+from gnnbook.data.safe_pickle import UnsafePickleError, restricted_loads
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "datasets"
+
+
+@pytest.mark.parametrize(
+    "name, nodes, undirected_edges, features, classes, split",
+    [
+        ("cora", 2708, 5278, 1433, 7, (140, 500, 1000)),
+        ("citeseer", 3327, 4552, 3703, 6, (120, 500, 1000)),
+        ("amazon-photo", 7650, 119081, 745, 8, (160, 240, 7250)),
+    ],
+)
+def test_shipped_dataset_shapes(name, nodes, undirected_edges, features, classes, split):
+    g = load_dataset(name)
+    assert g.num_nodes() == nodes
+    assert g.num_edges() == 2 * undirected_edges
+    assert tuple(g.ndata["feat"].shape) == (nodes, features)
+    assert int(g.ndata["label"].max()) + 1 == classes
+    assert tuple(int(g.ndata[f"{s}_mask"].sum()) for s in ("train", "val", "test")) == split
+    src, dst = g.edges()
+    assert not bool((src == dst).any()), "self-loops are removed"
+    assert g.has_edges_between(dst, src).all(), "every edge is stored in both directions"
+    masks = sum(g.ndata[f"{s}_mask"].int() for s in ("train", "val", "test"))
+    assert int(masks.max()) == 1, "train/val/test are disjoint"
+
+
+def test_planetoid_features_are_row_normalised():
+    feat = load_dataset("cora").ndata["feat"]
+    assert np.allclose(feat.sum(1).numpy(), 1.0, atol=1e-5)
+
+
+def test_conversion_cache_is_reused_and_equal(tmp_path, monkeypatch):
+    monkeypatch.setenv("GNNBOOK_DATA_DIR", str(tmp_path))
+    first = load_arrays("cora")
+    cached = list((tmp_path / "processed").glob("cora-*.npz"))
+    assert len(cached) == 1
+    second = load_arrays("cora")
+    assert np.array_equal(first.src, second.src) and np.array_equal(first.feat, second.feat)
+
+
+def test_unknown_dataset_lists_known_names():
+    with pytest.raises(DatasetError) as info:
+        load_dataset("corra")
+    message = str(info.value)
+    assert "Did you mean 'cora'" in message
+    for name in DATASETS:
+        assert name in message
+
+
+def _copy_cora(dest: Path) -> Path:
+    shutil.copytree(SHARED / "cora", dest / "cora")
+    for f in (dest / "cora").iterdir():
+        f.chmod(0o644)
+    return dest / "cora"
+
+
+def test_corrupt_file_is_named(tmp_path, monkeypatch):
+    folder = _copy_cora(tmp_path)
+    (folder / "ind.cora.tx").write_bytes(b"garbage")
+    monkeypatch.setattr(data_files, "search_dirs", lambda: [tmp_path])
+    monkeypatch.setenv("GNNBOOK_DATA_DIR", str(tmp_path))
+    with pytest.raises(DatasetError, match=r"checksum mismatch for .*ind\.cora\.tx"):
+        load_arrays("cora", download=False)
+    assert not (tmp_path / "processed").exists() or not list((tmp_path / "processed").iterdir())
+
+
+def test_missing_files_offline_say_where_to_put_them(tmp_path, monkeypatch):
+    monkeypatch.setattr(data_files, "search_dirs", lambda: [tmp_path / "nowhere"])
+    with pytest.raises(DatasetError) as info:
+        load_arrays("citeseer", download=False)
+    assert "not found" in str(info.value) and str(tmp_path / "nowhere" / "citeseer") in str(info.value)
+    assert "GNNBOOK_DATA_DIR" in str(info.value)
+
+
+def test_download_from_pinned_url_checks_sha_and_lands_in_cache(tmp_path, monkeypatch):
+    """A real HTTP download over loopback, standing in for the pinned URL."""
+    served = tmp_path / "served"
+    served.mkdir()
+    shutil.copy(SHARED / "graphdata" / "amazon_photo.npz", served / "amazon_photo.npz")
+    handler = lambda *a: http.server.SimpleHTTPRequestHandler(*a, directory=str(served))  # noqa: E731
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        spec = replace(DATASETS["amazon-photo"], url_template=f"http://127.0.0.1:{server.server_port}/{{file}}")
+        cache = tmp_path / "cache"
+        monkeypatch.setenv("GNNBOOK_DATA_DIR", str(cache))
+        monkeypatch.setattr(data_files, "search_dirs", lambda: [cache])
+        paths = data_files.raw_files(spec)
+        assert paths["amazon_photo.npz"] == cache / "graphdata" / "amazon_photo.npz"
+        assert data_files.sha256_of(paths["amazon_photo.npz"]) == spec.files["amazon_photo.npz"]
+        # A file served with other bytes is refused and nothing is left behind.
+        (served / "amazon_photo.npz").write_bytes(b"not the pinned bytes")
+        paths["amazon_photo.npz"].unlink()
+        with pytest.raises(DatasetError, match="does not match"):
+            data_files.raw_files(spec)
+        assert not list((cache / "graphdata").iterdir())
+    finally:
+        server.shutdown()
+
+
+def test_unreachable_url_gives_clear_error(tmp_path, monkeypatch):
+    spec = replace(DATASETS["cora"], url_template="http://127.0.0.1:9/{file}")  # port 9: discard, closed
+    monkeypatch.setattr(data_files, "search_dirs", lambda: [tmp_path])
+    monkeypatch.setenv("GNNBOOK_DATA_DIR", str(tmp_path))
+    with pytest.raises(DatasetError, match="the download failed"):
+        data_files.raw_files(spec)
+
+
+def test_allow_list_unpickler_refuses_other_callables():
+    class Evil:
+        def __reduce__(self):
+            return (print, ("pwned",))
+
+    with pytest.raises(UnsafePickleError, match="builtins.print"):
+        restricted_loads(pickle.dumps(Evil()))
+    assert restricted_loads(pickle.dumps({"a": [1, 2]})) == {"a": [1, 2]}
+
+
+def test_synthetic_graphs_are_seeded_and_shaped():
+    a = synthetic_arrays("powerlaw", num_nodes=5000, avg_degree=12, seed=3)
+    b = synthetic_arrays("powerlaw", num_nodes=5000, avg_degree=12, seed=3)
+    c = synthetic_arrays("powerlaw", num_nodes=5000, avg_degree=12, seed=4)
+    assert np.array_equal(a.src, b.src) and np.array_equal(a.feat, b.feat)
+    assert not np.array_equal(a.src, c.src)
+    degree = np.bincount(a.src, minlength=a.num_nodes)
+    assert 8 <= degree.mean() <= 12.5
+    assert degree.max() > 10 * degree.mean(), "power-law weights make hubs"
+    sbm = synthetic_arrays("sbm", num_nodes=5000, avg_degree=12, homophily=0.8, seed=0)
+    same = (sbm.label[sbm.src] == sbm.label[sbm.dst]).mean()
+    assert 0.75 < same < 0.9, f"edge homophily {same:.2f} should be near 0.8 + 0.2/8"
+    assert np.bincount(sbm.src).max() < 5 * 12, "an SBM has no hubs"
+
+
+def test_synthetic_options_and_errors():
+    g = load_dataset("sbm", num_nodes=300, avg_degree=4, num_features=7)
+    assert g.ndata["feat"].shape == (300, 7)
+    with pytest.raises(ValueError, match="num_nodes"):
+        synthetic_arrays("sbm", num_nodes=1)
+    with pytest.raises(TypeError, match="only apply to synthetic"):
+        load_arrays("cora", num_nodes=10)

@@ -1,0 +1,84 @@
+"""gnnbook.models: shapes on graphs and blocks, sparse == dense, GCN == DGL's GraphConv."""
+import dgl
+import dgl.nn as dglnn
+import pytest
+import torch
+
+from gnnbook.data import load_dataset
+from gnnbook.models import GCN, MODEL_DEFAULTS, VGAE, build_model
+from gnnbook.train import prepare_graph
+
+
+@pytest.fixture(scope="module")
+def graph():
+    return prepare_graph(load_dataset("sbm", num_nodes=400, avg_degree=6, num_features=16, num_classes=4))
+
+
+@pytest.mark.parametrize("name", list(MODEL_DEFAULTS))
+def test_full_graph_forward_shape(graph, name):
+    model = build_model(name, 16, 4).eval()
+    out = model(graph, graph.ndata["feat"])
+    assert out.shape == (graph.num_nodes(), 4)
+    out.sum().backward()
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+
+
+@pytest.mark.parametrize("name", ["gat", "sage", "gin"])
+def test_blocks_forward_matches_output_nodes(graph, name):
+    torch.manual_seed(0)
+    model = build_model(name, 16, 4).eval()
+    seeds = torch.arange(10)
+    sampler = dgl.dataloading.MultiLayerFullNeighborSampler(2)
+    input_nodes, output_nodes, blocks = sampler.sample_blocks(graph, seeds)
+    out_blocks = model(blocks, graph.ndata["feat"][input_nodes])
+    out_full = model(graph, graph.ndata["feat"])[output_nodes]
+    assert torch.allclose(out_blocks, out_full, atol=1e-5), "full neighbourhood blocks equal full-graph inference"
+
+
+def test_gcn_on_blocks_normalises_by_block_degrees(graph):
+    """GraphConv's symmetric norm uses the degrees inside each block, so GCN on
+    sampled blocks is not full-graph GCN even with every neighbour sampled."""
+    model = build_model("gcn", 16, 4).eval()
+    sampler = dgl.dataloading.MultiLayerFullNeighborSampler(2)
+    input_nodes, output_nodes, blocks = sampler.sample_blocks(graph, torch.arange(10))
+    assert model(blocks, graph.ndata["feat"][input_nodes]).shape == (10, 4)
+
+
+def test_ggnn_refuses_blocks(graph):
+    with pytest.raises(ValueError, match="full-graph"):
+        build_model("ggnn", 16, 4)(["a"], graph.ndata["feat"])
+
+
+def test_gcn_equals_dgl_graphconv(graph):
+    """Our GCN (projection, then propagation) is DGL's two GraphConv layers."""
+    torch.manual_seed(0)
+    ours = GCN(16, 4, hidden=8).eval()
+    ref1, ref2 = dglnn.GraphConv(16, 8), dglnn.GraphConv(8, 4)
+    with torch.no_grad():
+        ref1.weight.copy_(ours.input.weight)
+        ref1.bias.copy_(ours.layers[0].bias)
+        ref2.weight.copy_(ours.layers[1].weight)
+        ref2.bias.copy_(ours.layers[1].bias)
+    x = graph.ndata["feat"]
+    expected = ref2(graph, torch.relu(ref1(graph, x)))
+    assert torch.allclose(ours(graph, x), expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("name", ["gcn", "gat"])
+def test_sparse_input_equals_dense_input(name):
+    g = prepare_graph(load_dataset("cora"))
+    model = build_model(name, 1433, 7).eval()
+    x = g.ndata["feat"]
+    assert torch.allclose(model(g, x), model(g, x.to_sparse_csr()), atol=1e-5)
+
+
+def test_unknown_model():
+    with pytest.raises(ValueError, match="known models: gcn, gat"):
+        build_model("transformer", 4, 2)
+
+
+def test_vgae_scores_are_inner_products(graph):
+    model = VGAE(16).eval()
+    z, mean, _ = model.encode(graph, graph.ndata["feat"])
+    assert torch.equal(z, mean), "evaluation uses the mean embedding"
+    assert torch.allclose(model.score(z, torch.tensor([1]), torch.tensor([2])), (z[1] * z[2]).sum(-1, keepdim=True).squeeze(-1))
