@@ -8,6 +8,8 @@ STAMP  := $(VENV)/.gnnbook-installed
 LAB_ARGS ?=
 # Extra arguments for pytest, e.g.  make test PYTEST_ARGS="-k data -x"
 PYTEST_ARGS ?=
+# Jupyter refuses to run as root unless told; containers and CI often are root.
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export DGLBACKEND := pytorch
@@ -26,7 +28,7 @@ $(STAMP): pyproject.toml
 	touch $(STAMP)
 
 lab: venv
-	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=$(CURDIR) $(LAB_ARGS)
+	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=$(CURDIR) $(ALLOW_ROOT) $(LAB_ARGS)
 
 test: venv
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)

@@ -1,0 +1,31 @@
+"""Every notebook follows the course template and is committed without outputs."""
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb")) + sorted((ROOT / "labs").glob("*.ipynb"))
+
+
+def test_there_are_notebooks():
+    assert len(NOTEBOOKS) >= 3
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_notebook_template(path):
+    nb = json.loads(path.read_text())
+    cells = nb["cells"]
+    code = [c for c in cells if c["cell_type"] == "code"]
+    assert all(not c.get("outputs") and c.get("execution_count") is None for c in code), \
+        f"{path.name} has stored outputs: run `make strip-notebooks`"
+    assert nb["metadata"]["kernelspec"]["name"] == "python3"
+    title = "".join(cells[0]["source"])
+    assert cells[0]["cell_type"] == "markdown" and title.startswith("# "), "first cell: the title"
+    assert re.search(r"[\u4e00-\u9fff]", title.splitlines()[0]), "the title carries the book's original title"
+    assert any("parameters" in c.get("metadata", {}).get("tags", []) for c in code), "a papermill parameters cell"
+    sources = "\n".join("".join(c["source"]) for c in code)
+    assert "assert " in sources, "claims are asserted in cells"
+    if path.parent.name == "labs":
+        assert "### BEGIN SOLUTION" in sources and "### END SOLUTION" in sources
