@@ -122,10 +122,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _extensions() -> list[Callable]:
     """Subcommands that higher layers (the distributed runtime) add."""
-    import importlib.util
-
-    if importlib.util.find_spec("gnnbook.dist") is None:  # TODO(lead): import directly once it lands
-        return []
     from .dist.commands import register as dist_commands
 
     return [dist_commands]

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass
@@ -55,6 +56,17 @@ class _Member:
     background: bool  # a server: may run until the others finish
 
 
+def _die_with_parent() -> None:
+    """In the child before exec (Linux): be killed when the supervising process
+    dies, even by SIGKILL, so a killed notebook kernel leaves no orphans."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
 def tail(path: Path, lines: int = 20) -> str:
     try:
         return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
@@ -67,11 +79,15 @@ class ProcessGroup:
 
     ``background=True`` marks a process (a server) that is expected to run
     until the foreground processes finish; it is then given ``grace_s`` to
-    exit by itself before it is stopped.
+    exit by itself before it is stopped.  With ``background_exit_grace_s``
+    set, a background process that exits (even with code 0) while foreground
+    processes still run fails the job unless they all finish within that many
+    seconds: a server that quit early leaves its clients waiting forever.
     """
 
     def __init__(self, deadline_s: float, log_dir: str | Path | None = None, poll_s: float = 0.05,
-                 grace_s: float = 10.0, on_cleanup: Callable[[], None] | None = None):
+                 grace_s: float = 10.0, on_cleanup: Callable[[], None] | None = None,
+                 background_exit_grace_s: float | None = None):
         self.deadline = time.monotonic() + deadline_s
         self.deadline_s = deadline_s
         self.log_dir = Path(log_dir) if log_dir else Path(tempfile.mkdtemp(prefix="gnnbook-job-"))
@@ -79,6 +95,8 @@ class ProcessGroup:
         self.poll_s, self.grace_s = poll_s, grace_s
         self.members: list[_Member] = []
         self.on_cleanup = on_cleanup
+        self.background_exit_grace_s = background_exit_grace_s
+        self._background_exit: tuple[float, _Member] | None = None
 
     def start(self, name: str, argv: list[str], env: dict[str, str] | None = None,
               cwd: str | Path | None = None, background: bool = False) -> subprocess.Popen:
@@ -87,6 +105,7 @@ class ProcessGroup:
             popen = subprocess.Popen(
                 argv, env={**os.environ, **(env or {})}, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True,
+                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
             )
         self.members.append(_Member(name, popen, log_path, background))
         return popen
@@ -100,6 +119,20 @@ class ProcessGroup:
             if code is not None and code != 0:
                 self.kill()
                 raise ProcessFailed(m.name, code, tail(m.log_path), f"process '{m.name}' {describe_exit(code)}; the job was stopped")
+        if self.background_exit_grace_s is None:
+            return
+        if any(m.popen.poll() is None for m in self.members if not m.background):
+            if self._background_exit is None:
+                early = next((m for m in self.members if m.background and m.popen.poll() is not None), None)
+                if early is not None:
+                    self._background_exit = (time.monotonic(), early)
+            elif time.monotonic() - self._background_exit[0] > self.background_exit_grace_s:
+                m = self._background_exit[1]
+                running = [r.name for r in self.members if not r.background and r.popen.poll() is None]
+                self.kill()
+                raise ProcessFailed(m.name, m.popen.returncode, tail(m.log_path),
+                                    f"process '{m.name}' {describe_exit(m.popen.returncode)} while "
+                                    f"{', '.join(running)} still ran; the job was stopped")
 
     def wait(self) -> dict[str, int]:
         """Wait until every foreground process exits 0 (then the background

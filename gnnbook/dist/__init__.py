@@ -1,0 +1,72 @@
+"""The real distributed DGL trainer: partitions, graph servers, trainers,
+remote feature fetches, on a laptop or on a cluster.
+
+Pieces, one module each:
+
+- :mod:`~gnnbook.dist.partition`: ``partition_dataset`` / ``cached_partition``
+  (DGL's ``partition_graph``, METIS balancing training nodes and edges, or
+  random) and ``load_partition`` (edge-cut fraction, replication factor,
+  node / edge / training-node balance);
+- :mod:`~gnnbook.dist.launcher`: builds the processes of a job (servers and
+  trainers with the environment DGL's own launcher gives them), runs them under
+  :class:`gnnbook.procs.ProcessGroup` (fail fast, deadline, no orphans, shared
+  memory removed), ``render`` for a dry run;
+- :mod:`~gnnbook.dist.emulation`: **the one place where DGL is adapted** so
+  that K partitions run as K machines on one host without root (DGL 2.1.0
+  assumes one partition per host: every client would think it is machine 0
+  and the servers' shared-memory segments would collide).  The launcher sets a
+  machine id and a per-job, per-machine shared-memory prefix in the
+  environment, and a ``sitecustomize`` on ``PYTHONPATH`` applies both to DGL
+  in every process of the job, an unmodified DistDGL script included;
+- :mod:`~gnnbook.dist.netns`: with root, each emulated machine is a network
+  namespace (own IP) plus a mount namespace (own ``/dev/shm``) instead, and
+  stock DGL runs unadapted: the multi-host path, for real, on one host;
+- :mod:`~gnnbook.dist.trainer`: the DistDGL training script
+  (``python -m gnnbook.dist.trainer``): DistGraph, ``node_split`` with equal
+  step counts, DistNodeDataLoader, DistributedDataParallel over gloo,
+  GraphSAGE or GAT, distributed evaluation, checkpoints and ``--resume``,
+  local vs remote feature rows, a JSON result; ``train_standalone`` runs it
+  in one process (notebook debugging);
+- :mod:`~gnnbook.dist.baseline`: the same model trained in one process with
+  plain DGL sampling, for comparison;
+- :mod:`~gnnbook.dist.cluster`: ``LocalCluster`` / ``Cluster``, the API a
+  notebook uses; :mod:`~gnnbook.dist.commands`: ``python -m gnnbook
+  partition | dist-train | launch``.
+
+Example:
+    >>> from gnnbook.dist import LocalCluster, TrainConfig, cached_partition  # doctest: +SKIP
+    >>> part_config = cached_partition("cora", num_parts=2)                  # doctest: +SKIP
+    >>> with LocalCluster(part_config, num_trainers=2) as cluster:           # doctest: +SKIP
+    ...     result = cluster.train(TrainConfig(model="sage", epochs=20))
+    >>> result["steps_per_trainer"]                                          # doctest: +SKIP
+    [100, 100, 100, 100]
+
+The same job on real machines: write a host file (``IP [PORT]`` per line,
+one per partition) and use ``Cluster(part_config, "hosts.txt")`` or
+``python -m gnnbook dist-train ... --hosts hosts.txt`` (add ``--dry-run`` to
+see every command and its environment first).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+_EXPORTS = {
+    "partition_dataset": "partition", "partition_graph": "partition", "cached_partition": "partition",
+    "load_partition": "partition", "PartitionReport": "partition", "PartitionError": "partition",
+    "plan_job": "launcher", "render": "launcher", "run_job": "launcher", "Job": "launcher",
+    "JobFailed": "launcher", "LaunchError": "launcher", "read_host_file": "launcher",
+    "TrainConfig": "config", "train_standalone": "trainer", "load_checkpoint": "trainer",
+    "train_single_process": "baseline", "whole_graph": "baseline",
+    "LocalCluster": "cluster", "Cluster": "cluster", "EmulatedHosts": "netns", "netns_available": "netns",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy: the launcher's sitecustomize imports gnnbook.dist.emulation in every
+    # process of a job, which must not pay for importing DGL and torch here.
+    if name in _EXPORTS:
+        import importlib
+
+        return getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

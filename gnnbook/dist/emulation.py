@@ -1,0 +1,179 @@
+"""Several DistDGL machines on one host, without root: the one adaptation.
+
+DGL 2.1.0 assumes one partition per host.  Two things break when K
+partitions share a host:
+
+1. **machine id**: a client finds its machine id by looking for one of the
+   host's IP addresses in the ip_config; on one host every client matches the
+   first line and believes it is machine 0;
+2. **shared-memory names**: each machine's main server copies its partition
+   (graph, partition book, feature tensors) into POSIX shared memory under
+   names made from the graph and tensor names only, so the K servers of one
+   host overwrite each other's segments.
+
+The launcher solves both by setting two variables for every process of an
+emulated machine, and putting :mod:`gnnbook.dist._site` on ``PYTHONPATH``:
+
+- ``GNNBOOK_MACHINE_ID``: the machine id the client reports (instead of the
+  IP-address lookup);
+- ``GNNBOOK_SHM_PREFIX``: a prefix, unique to the job and machine, put in
+  front of every shared-memory name DGL creates or opens.
+
+``_site/sitecustomize.py`` runs at the start of every Python process on that
+path (trainers, servers, DGL's spawned sampler processes, an unmodified
+DistDGL script) and, only when one of the variables is set, calls
+:func:`install`, which patches DGL right after ``dgl.distributed`` is
+imported.  Nothing else in DGL changes, and the prefix makes every segment of
+a job recognisable, so the launcher can delete exactly the job's segments
+(:func:`remove_segments`) after a crash.
+
+With root, :mod:`gnnbook.dist.netns` runs stock DGL instead: one network and
+mount namespace (own IP, private ``/dev/shm``) per emulated machine.
+
+Example:
+    >>> prefixed("/cora_node_feat", "job1m0_")
+    '/job1m0_cora_node_feat'
+"""
+from __future__ import annotations
+
+import importlib.abc
+import importlib.util
+import os
+import re
+import sys
+from pathlib import Path
+
+MACHINE_ENV = "GNNBOOK_MACHINE_ID"
+PREFIX_ENV = "GNNBOOK_SHM_PREFIX"
+SITE_DIR = Path(__file__).resolve().parent / "_site"
+SHM_DIR = Path("/dev/shm")
+
+
+def prefixed(name: str, prefix: str) -> str:
+    """``name`` with ``prefix`` after its optional leading slash."""
+    if not prefix or name.lstrip("/").startswith(prefix):
+        return name
+    return "/" + prefix + name[1:] if name.startswith("/") else prefix + name
+
+
+def _patch_dgl() -> None:
+    import dgl._ffi.ndarray as ffi_ndarray
+    import dgl.distributed.dist_graph as dist_graph
+    import dgl.distributed.graph_partition_book as gpb
+    import dgl.distributed.kvstore as kvstore
+    import dgl.distributed.rpc_client as rpc_client
+    import dgl.distributed.shared_mem_utils as shm_utils
+    import dgl.heterograph_index as hgi
+    import dgl.ndarray as ndarray
+
+    prefix = os.environ.get(PREFIX_ENV, "")
+    machine = os.environ.get(MACHINE_ENV)
+    if machine is not None:
+        rpc_client.get_local_machine_id = lambda server_namebook: int(machine)
+    if not prefix or getattr(hgi, "_gnnbook_patched", False):
+        return
+    empty, exists = ffi_ndarray.empty_shared_mem, ndarray.exist_shared_mem_array
+    to_shm, from_shm = hgi.HeteroGraphIndex.shared_memory, hgi.create_heterograph_from_shared_memory
+
+    def empty_shared_mem(name, is_create, shape, dtype):
+        return empty(prefixed(name, prefix), is_create, shape, dtype)
+
+    def exist_shared_mem_array(name):
+        return exists(prefixed(name, prefix))
+
+    def shared_memory(self, name, *args, **kwargs):
+        return to_shm(self, prefixed(name, prefix), *args, **kwargs)
+
+    def create_heterograph_from_shared_memory(name):
+        return from_shm(prefixed(name, prefix))
+
+    for module in (ffi_ndarray, ndarray, shm_utils, kvstore, gpb, dist_graph):
+        if hasattr(module, "empty_shared_mem"):
+            module.empty_shared_mem = empty_shared_mem
+        if hasattr(module, "exist_shared_mem_array"):
+            module.exist_shared_mem_array = exist_shared_mem_array
+    hgi.HeteroGraphIndex.shared_memory = shared_memory
+    hgi.create_heterograph_from_shared_memory = create_heterograph_from_shared_memory
+    hgi._gnnbook_patched = True
+
+
+class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+    """Run :func:`_patch_dgl` as soon as ``dgl.distributed`` has been imported."""
+
+    target = "dgl.distributed"
+
+    def find_spec(self, fullname, path, target=None):
+        if fullname != self.target:
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec(fullname)
+        sys.meta_path.insert(0, self)
+        if spec is None or spec.loader is None:
+            return None
+        self._inner = spec.loader
+        spec.loader = self
+        return spec
+
+    def create_module(self, spec):
+        return self._inner.create_module(spec)
+
+    def exec_module(self, module):
+        self._inner.exec_module(module)
+        sys.meta_path[:] = [f for f in sys.meta_path if f is not self]
+        _patch_dgl()
+
+
+def install() -> None:
+    """Patch DGL now if it is imported, else right after its import."""
+    if "dgl.distributed" in sys.modules:
+        _patch_dgl()
+    elif not any(isinstance(f, _AfterImport) for f in sys.meta_path):
+        sys.meta_path.insert(0, _AfterImport())
+
+
+def emulation_env(job_tag: str, machine_id: int) -> dict[str, str]:
+    """The variables that make a process part of emulated machine ``machine_id``."""
+    path = [str(SITE_DIR)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return {MACHINE_ENV: str(machine_id), PREFIX_ENV: f"{job_tag}m{machine_id}_",
+            "PYTHONPATH": os.pathsep.join(dict.fromkeys(path))}
+
+
+def new_job_tag() -> str:
+    """``gnnbook<pid>x<random>``: unique, and names the supervising process."""
+    return f"gnnbook{os.getpid()}x{os.urandom(3).hex()}"
+
+
+def remove_stale_segments() -> list[str]:
+    """Delete segments of jobs whose supervising process is gone (it was killed
+    before it could clean up); return their names."""
+    if not SHM_DIR.is_dir():
+        return []
+    removed = []
+    for path in SHM_DIR.iterdir():
+        match = re.match(r"gnnbook(\d+)x[0-9a-f]{6}", path.name)
+        if match and not Path(f"/proc/{match.group(1)}").exists():
+            try:
+                path.unlink()
+                removed.append(path.name)
+            except OSError:
+                pass
+    return removed
+
+
+def job_segments(job_tag: str) -> list[Path]:
+    """The shared-memory segments a job with ``job_tag`` left in /dev/shm."""
+    if not SHM_DIR.is_dir():
+        return []
+    return sorted(p for p in SHM_DIR.iterdir() if job_tag in p.name)
+
+
+def remove_segments(job_tag: str) -> list[str]:
+    """Delete the job's segments; return their names."""
+    removed = []
+    for path in job_segments(job_tag):
+        try:
+            path.unlink()
+            removed.append(path.name)
+        except OSError:
+            pass
+    return removed

@@ -1,0 +1,302 @@
+"""Start DGL graph servers and trainer processes for a partition config, and
+run any DistDGL training script under them.
+
+Every process gets the environment DGL's own launcher (``tools/launch.py``)
+gives it, so an unmodified DistDGL script works: servers run the script with
+``DGL_ROLE=server``, ``DGL_SERVER_ID``, ``DGL_NUM_SERVER``, ``DGL_NUM_CLIENT``,
+``DGL_IP_CONFIG``, ``DGL_CONF_PATH``, ``DGL_GRAPH_FORMAT`` (and
+``dgl.distributed.initialize`` never returns in them); trainers run it with
+``DGL_DIST_MODE=distributed``, ``DGL_ROLE=client``, ``DGL_NUM_SAMPLER``,
+``DGL_GROUP_ID`` plus the variables ``torch.distributed.run`` would set
+(``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
+``LOCAL_WORLD_SIZE``, ``GROUP_RANK``).  We start each trainer ourselves instead
+of through ``torch.distributed.run`` so that one supervisor
+(:class:`gnnbook.procs.ProcessGroup`) sees every process by name.
+
+Three ways to place machine m (partition m):
+
+- ``local``: every machine on this host, servers on 127.0.0.1 with ports
+  chosen free, and the adaptation of :mod:`gnnbook.dist.emulation` (no root);
+- ``netns``: every machine a network + mount namespace of this host with its
+  own IP (root; :mod:`gnnbook.dist.netns`), stock DGL;
+- ``cluster``: a host file in DGL's ip_config format (``IP [PORT]`` per line),
+  every process started with ``ssh`` on its host; the working directory and
+  Python path must be the same on every host, as with DGL's launcher.
+
+Fail fast: the first process that exits non-zero or dies stops the job (all
+processes are killed), a server that exits while trainers still run stops it
+after 10 s, a global deadline stops a hang, and the job's shared-memory
+segments are removed.  :class:`JobFailed` names the process and shows its log.
+
+Example:
+    >>> plan = plan_job("cora.json", ["python", "train.py"], num_parts=2, num_trainers=1)  # doctest: +SKIP
+    >>> print(render(plan))                                                             # doctest: +SKIP
+"""
+from __future__ import annotations
+
+import os
+import random
+import shlex
+import socket
+import subprocess
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..procs import ProcessFailed, ProcessGroup
+from . import emulation
+
+MODES = ("local", "netns", "cluster")
+SSH = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "StrictHostKeyChecking=accept-new"]
+
+
+class LaunchError(ValueError):
+    """The job cannot be started as asked; the message says why and what to do."""
+
+
+class JobFailed(ProcessFailed):
+    """A process of the job failed, or the deadline passed; the job was stopped."""
+
+
+@dataclass
+class Machine:
+    machine_id: int
+    ip: str  # servers listen here
+    port: int  # first server port; server s uses port + s
+    # How to run a command there: [] (this host), ssh, or nsenter into namespaces.
+    prefix: list[str] = field(default_factory=list)
+    remote: bool = False  # env must travel inside the command (ssh)
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class ProcSpec:
+    name: str  # server-m0-s0, trainer-m1-r0
+    machine: int
+    role: str  # "server" or "trainer"
+    argv: list[str]  # what runs on the machine (before the ssh / nsenter prefix)
+    env: dict[str, str]  # the job's variables (added to the inherited environment)
+    full_argv: list[str]  # what this host starts
+
+
+@dataclass
+class JobPlan:
+    mode: str
+    part_config: Path
+    workdir: Path
+    job_tag: str
+    machines: list[Machine]
+    ip_config: Path
+    processes: list[ProcSpec]
+
+
+def port_is_free(ip: str, port: int) -> bool:
+    """Whether a server could listen on ``ip:port`` now (SO_REUSEADDR, as servers use)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((ip, port))
+            return True
+        except OSError:
+            return False
+
+
+def free_port_block(count: int, ip: str = "127.0.0.1", avoid: set[int] = frozenset(), tries: int = 200) -> int:
+    """A first port p with p..p+count-1 free, below the kernel's ephemeral range
+    (32768+), so a client's outgoing connection cannot take it before the server starts."""
+    rng = random.Random(os.getpid() ^ time.time_ns())
+    for _ in range(tries):
+        base = rng.randrange(20000, 32000 - count)
+        ports = range(base, base + count)
+        if not avoid.intersection(ports) and all(port_is_free(ip, p) for p in ports):
+            return base
+    raise LaunchError(f"found no {count} free consecutive ports on {ip}; close other jobs and retry")
+
+
+def read_host_file(path: str | Path) -> list[tuple[str, int | None]]:
+    """``IP [PORT]`` per line (DGL's ip_config format); blank lines and ``#`` comments skipped."""
+    path = Path(path)
+    if not path.is_file():
+        raise LaunchError(f"host file {path} does not exist; write one line 'IP [PORT]' per machine")
+    hosts = []
+    for number, line in enumerate(path.read_text().splitlines(), 1):
+        words = line.split("#", 1)[0].split()
+        if not words:
+            continue
+        try:
+            socket.inet_aton(words[0])
+            port = int(words[1]) if len(words) > 1 else None
+            if len(words) > 2 or (port is not None and not 0 < port < 65536):
+                raise ValueError
+        except (OSError, ValueError):
+            raise LaunchError(f"{path}:{number}: expected 'IPv4-ADDRESS [PORT]', got {line.strip()!r}") from None
+        hosts.append((words[0], port))
+    if not hosts:
+        raise LaunchError(f"host file {path} lists no hosts")
+    return hosts
+
+
+def _env_words(env: dict[str, str]) -> list[str]:
+    return [f"{k}={v}" for k, v in env.items()]
+
+
+def plan_job(part_config: str | Path, command: list[str], num_trainers: int = 1, num_servers: int = 1,
+             num_samplers: int = 0, mode: str = "local", hosts: list[tuple[str, int | None]] | None = None,
+             workdir: str | Path | None = None, master_port: int | None = None, base_port: int | None = None,
+             omp_threads: int = 1, netns_machines: list[Machine] | None = None) -> JobPlan:
+    """Everything the job will run, where, with which variables; nothing starts.
+    The number of machines is the number of partitions in ``part_config``."""
+    from .partition import read_config
+
+    if mode not in MODES:
+        raise LaunchError(f"unknown mode '{mode}'; use one of {', '.join(MODES)}")
+    for label, value, low in (("trainers", num_trainers, 1), ("servers", num_servers, 1), ("samplers", num_samplers, 0)):
+        if not isinstance(value, int) or value < low:
+            raise LaunchError(f"the number of {label} per machine must be an integer >= {low}, got {value!r}")
+    if not command:
+        raise LaunchError("no training command given")
+    part_config = Path(part_config).resolve()
+    num_parts = int(read_config(part_config)["num_parts"])
+    job_tag = emulation.new_job_tag()
+
+    if mode == "local":
+        emulation.remove_stale_segments()  # left by a supervisor that was killed
+        machines, used = [], set()
+        for m in range(num_parts):
+            if base_port is not None:
+                port = base_port + m * num_servers
+                for p in range(port, port + num_servers):
+                    if not port_is_free("127.0.0.1", p):
+                        raise LaunchError(f"port {p} on 127.0.0.1 (server of machine {m}) is already taken; "
+                                          "choose another base port or leave it out to pick free ports")
+            else:
+                port = free_port_block(num_servers, avoid=used)
+            used.update(range(port, port + num_servers))
+            machines.append(Machine(m, "127.0.0.1", port, extra_env=emulation.emulation_env(job_tag, m)))
+        master_port = master_port or free_port_block(1, avoid=used)
+    elif mode == "netns":
+        if not netns_machines or len(netns_machines) < num_parts:
+            raise LaunchError(f"netns mode needs {num_parts} namespaces (one per partition); see gnnbook.dist.netns")
+        machines = netns_machines[:num_parts]
+        master_port = master_port or 29500
+    else:
+        if not hosts:
+            raise LaunchError("cluster mode needs a host file (--hosts FILE, one 'IP [PORT]' line per machine)")
+        if len(hosts) != num_parts:
+            raise LaunchError(f"the host file lists {len(hosts)} hosts but {part_config.name} has {num_parts} "
+                              "partitions; DGL needs one machine per partition")
+        machines = []
+        for m, (ip, port) in enumerate(hosts):
+            # The job's segments carry the prefix so that clean-up can find them.
+            site = {emulation.PREFIX_ENV: f"{job_tag}m{m}_", "PYTHONPATH": str(emulation.SITE_DIR)}
+            machines.append(Machine(m, ip, port or 30050, SSH + ["-tt", ip], remote=True, extra_env=site))
+        master_port = master_port or 29500
+
+    workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="gnnbook-dist-"))
+    workdir.mkdir(parents=True, exist_ok=True)
+    ip_config = workdir / "ip_config.txt"
+    ip_config.write_text("".join(f"{m.ip} {m.port}\n" for m in machines))
+    num_clients = num_trainers * (1 + num_samplers) * len(machines)
+    common = {
+        "DGL_NUM_SAMPLER": str(num_samplers), "DGL_NUM_CLIENT": str(num_clients), "DGL_CONF_PATH": str(part_config),
+        "DGL_IP_CONFIG": str(ip_config), "DGL_NUM_SERVER": str(num_servers), "DGL_GRAPH_FORMAT": "csc",
+        "OMP_NUM_THREADS": str(omp_threads), "DGLBACKEND": "pytorch",
+    }
+    cwd = os.getcwd()
+    processes = []
+    for machine in machines:
+        for s in range(num_servers):
+            env = {**common, "DGL_ROLE": "server", "DGL_SERVER_ID": str(machine.machine_id * num_servers + s),
+                   **machine.extra_env}
+            processes.append(_proc(f"server-m{machine.machine_id}-s{s}", machine, "server", command, env, cwd))
+    world = num_trainers * len(machines)
+    for machine in machines:
+        for r in range(num_trainers):
+            env = {**common, "DGL_DIST_MODE": "distributed", "DGL_ROLE": "client", "DGL_GROUP_ID": "0",
+                   "MASTER_ADDR": machines[0].ip, "MASTER_PORT": str(master_port),
+                   "RANK": str(machine.machine_id * num_trainers + r), "WORLD_SIZE": str(world),
+                   "LOCAL_RANK": str(r), "LOCAL_WORLD_SIZE": str(num_trainers),
+                   "GROUP_RANK": str(machine.machine_id), **machine.extra_env}
+            processes.append(_proc(f"trainer-m{machine.machine_id}-r{r}", machine, "trainer", command, env, cwd))
+    return JobPlan(mode, part_config, workdir, job_tag, machines, ip_config, processes)
+
+
+def _proc(name: str, machine: Machine, role: str, command: list[str], env: dict[str, str], cwd: str) -> ProcSpec:
+    if machine.remote:
+        inner = f"cd {shlex.quote(cwd)} && exec env {shlex.join(_env_words(env) + list(command))}"
+        full = machine.prefix + [inner]
+    else:
+        full = machine.prefix + list(command)
+    return ProcSpec(name, machine.machine_id, role, list(command), env, full)
+
+
+def render(plan: JobPlan) -> str:
+    """The dry run: every process, where it runs, its variables and command."""
+    lines = [f"# mode {plan.mode}: {len(plan.machines)} machines, job {plan.job_tag}, ip_config {plan.ip_config}:"]
+    lines += [f"#   {m.ip} {m.port}" for m in plan.machines]
+    for p in plan.processes:
+        where = plan.machines[p.machine].ip
+        if plan.machines[p.machine].remote:
+            lines.append(f"# {p.name} on {where}\n{shlex.join(p.full_argv)}")
+        else:
+            lines.append(f"# {p.name} on {where}\n{shlex.join(['env'] + _env_words(p.env) + p.full_argv)}")
+    return "\n".join(lines)
+
+
+class Job:
+    """A running job: :meth:`start`, then :meth:`wait` (or use it as a context
+    manager, which always stops everything and removes shared memory)."""
+
+    def __init__(self, plan: JobPlan, deadline_s: float = 600.0, server_exit_grace_s: float = 10.0):
+        self.plan = plan
+        self.group = ProcessGroup(deadline_s, log_dir=plan.workdir / "logs", grace_s=10.0,
+                                  on_cleanup=self.cleanup, background_exit_grace_s=server_exit_grace_s)
+        self.removed_segments: list[str] = []
+        self.started = False
+
+    def start(self) -> "Job":
+        if self.started:
+            return self
+        self.started = True
+        for p in self.plan.processes:  # servers first: they are listed first
+            self.group.start(p.name, p.full_argv, env=None if self.plan.machines[p.machine].remote else p.env,
+                             background=p.role == "server")
+        return self
+
+    def pid(self, name: str) -> int:
+        return next(m.popen.pid for m in self.group.members if m.name == name)
+
+    def log(self, name: str) -> str:
+        return self.group.log(name)
+
+    def wait(self) -> dict[str, int]:
+        try:
+            return self.group.wait()
+        except ProcessFailed as err:
+            self.group.kill()
+            self.cleanup()
+            raise JobFailed(err.name, err.returncode, err.log_tail,
+                            f"{str(err).split(chr(10))[0]} (all logs: {self.group.log_dir})") from None
+
+    def cleanup(self) -> None:
+        """Remove the job's shared-memory segments (over ssh on a cluster)."""
+        if self.plan.mode == "cluster":
+            for m in self.plan.machines:
+                subprocess.run(SSH + [m.ip, f"rm -f /dev/shm/*{self.plan.job_tag}*"], stdin=subprocess.DEVNULL,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=20, check=False)
+        elif self.plan.mode == "local":
+            self.removed_segments += emulation.remove_segments(self.plan.job_tag)
+
+    def __enter__(self) -> "Job":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.group.__exit__(*exc)
+
+
+def run_job(plan: JobPlan, deadline_s: float = 600.0) -> dict[str, int]:
+    """Start the plan's processes, wait for them, stop everything on the first
+    failure (:class:`JobFailed`), and clean up in every case."""
+    with Job(plan, deadline_s) as job:
+        return job.wait()

@@ -1,0 +1,232 @@
+"""The DistDGL trainer: ``python -m gnnbook.dist.trainer --part-config CFG ...``.
+
+Run by the launcher (:mod:`gnnbook.dist.launcher`) in every server and
+trainer process, like any DistDGL script: in a server
+``dgl.distributed.initialize`` serves its partition and never returns; in a
+trainer it connects to all servers.  Then each trainer
+
+1. opens the :class:`dgl.distributed.DistGraph` (its own partition through
+   shared memory, the others through RPC to their servers);
+2. takes its share of the training nodes with ``node_split`` (nodes of its own
+   partition first) and truncates it to the smallest share of any rank, so all
+   ranks take the same number of steps: with one step fewer on one rank the
+   others would wait forever in DistributedDataParallel's all-reduce;
+3. samples neighbours with ``DistNodeDataLoader`` and trains GraphSAGE or GAT
+   wrapped in ``DistributedDataParallel`` (gloo);
+4. evaluates validation and test accuracy each epoch, each rank on its share
+   with all neighbours, summed with an all-reduce;
+5. counts the feature rows each minibatch reads from its own partition (local,
+   shared memory) and from other partitions (remote, RPC), using the partition book;
+6. saves a checkpoint after every epoch (``--resume`` continues from it; every
+   epoch re-seeds from (seed, epoch, rank), so a resumed run repeats the
+   epochs an uninterrupted run would have done, up to server-side sampling);
+7. trainer rank 0 writes the JSON result (``--out``).
+
+Without ``DGL_DIST_MODE`` (standalone mode) one process trains on a
+one-partition config with no servers: :func:`train_standalone` does this inside
+a notebook, for debugging.
+
+Example:
+    >>> result = train_standalone("cache/cora-1/cora.json", TrainConfig(epochs=2))  # doctest: +SKIP
+    >>> sorted(result)[:3]                                                         # doctest: +SKIP
+    ['best_epoch', 'config', 'epoch_seconds']
+"""
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import json
+import math
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import dgl
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from ..train import set_seed
+from .config import TrainConfig, make_model
+
+CHECKPOINT = "checkpoint.pt"
+
+
+def _distributed() -> bool:
+    return os.environ.get("DGL_DIST_MODE", "standalone") != "standalone"
+
+
+def _reduce(values: list[float], op=dist.ReduceOp.SUM) -> list[float]:
+    if not _distributed():
+        return values
+    t = torch.tensor(values, dtype=torch.float64)
+    dist.all_reduce(t, op=op)
+    return t.tolist()
+
+
+def _gather(values: list[float]) -> list[list[float]]:
+    if not _distributed():
+        return [values]
+    t = torch.tensor(values, dtype=torch.float64)
+    out = [torch.zeros_like(t) for _ in range(dist.get_world_size())]
+    dist.all_gather(out, t)
+    return [o.tolist() for o in out]
+
+
+def _num_classes(g, config: dict[str, Any]) -> int:
+    extra = config.get("gnnbook", {})
+    if "num_classes" in extra:
+        return int(extra["num_classes"])
+    return int(g.ndata["label"][0:g.num_nodes()].max()) + 1
+
+
+def _evaluate(model, g, loader) -> tuple[float, float]:
+    """(correct, total) over this rank's share, all neighbours."""
+    correct = total = 0
+    with torch.no_grad():
+        for input_nodes, seeds, blocks in loader:
+            logits = model(blocks, g.ndata["feat"][input_nodes])
+            correct += int((logits.argmax(-1) == g.ndata["label"][seeds].long()).sum())
+            total += len(seeds)
+    return correct, total
+
+
+def _save_checkpoint(directory: Path, state: dict[str, Any]) -> None:
+    directory.mkdir(parents=True, exist_ok=True)
+    tmp = directory / f".{CHECKPOINT}.{os.getpid()}"
+    torch.save(state, tmp)
+    os.replace(tmp, directory / CHECKPOINT)  # never a half-written checkpoint
+
+
+def load_checkpoint(directory: str | Path) -> dict[str, Any] | None:
+    """The last checkpoint in ``directory`` (tensors and plain values only), or None."""
+    path = Path(directory) / CHECKPOINT
+    return torch.load(path, weights_only=True) if path.is_file() else None
+
+
+def run(part_config: str | Path, config: TrainConfig) -> dict[str, Any]:
+    """Train on an initialised DistDGL client (or standalone); return the result
+    (every rank returns it; rank 0 also writes it to ``config.out``)."""
+    meta = json.loads(Path(part_config).read_text())
+    g = dgl.distributed.DistGraph(meta["graph_name"], part_config=str(part_config))
+    book = g.get_partition_book()
+    rank, world = (dist.get_rank(), dist.get_world_size()) if _distributed() else (0, 1)
+    splits = {s: dgl.distributed.node_split(g.ndata[f"{s}_mask"], book, force_even=True) for s in ("train", "val", "test")}
+    train_nodes = len(splits["train"])
+    keep = int(_reduce([train_nodes], dist.ReduceOp.MIN)[0])
+    train_nids = splits["train"][:keep]
+
+    model = make_model(config, g.ndata["feat"].shape[1], _num_classes(g, meta))
+    net = torch.nn.parallel.DistributedDataParallel(model) if _distributed() else model
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
+    sampler = dgl.dataloading.NeighborSampler(config.fanouts)
+    full = dgl.dataloading.MultiLayerFullNeighborSampler(len(config.fanouts))
+    loader = dgl.dataloading.DistNodeDataLoader(g, train_nids, sampler, batch_size=config.batch_size,
+                                                shuffle=True, drop_last=False)
+    eval_loaders = {s: dgl.dataloading.DistNodeDataLoader(g, splits[s], full, batch_size=config.eval_batch_size)
+                    for s in ("val", "test")}
+
+    history, start_epoch = [], 0
+    if config.resume:
+        state = load_checkpoint(config.checkpoint_dir)
+        if state is not None:
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            history, start_epoch = list(state["history"]), int(state["epoch"]) + 1
+    steps_per_epoch = math.ceil(keep / config.batch_size)
+    for epoch in range(start_epoch, config.epochs):
+        set_seed(config.seed * 1_000_003 + epoch * 1009 + rank)
+        net.train()
+        start, steps, local_rows, remote_rows, loss_sum = time.perf_counter(), 0, 0, 0, 0.0
+        for input_nodes, seeds, blocks in loader:
+            owner = book.nid2partid(input_nodes)
+            local = int((owner == book.partid).sum())
+            local_rows, remote_rows = local_rows + local, remote_rows + len(input_nodes) - local
+            logits = net(blocks, g.ndata["feat"][input_nodes])
+            loss = F.cross_entropy(logits, g.ndata["label"][seeds].long())
+            optimizer.zero_grad()
+            loss.backward()
+            optimizer.step()
+            loss_sum += float(loss)
+            steps += 1
+        seconds = time.perf_counter() - start
+        model.eval()
+        counts = [c for s in ("val", "test") for c in _evaluate(model, g, eval_loaders[s])]
+        val_c, val_n, test_c, test_n = _reduce(counts)
+        per_rank = _gather([steps, local_rows, remote_rows, seconds, loss_sum / max(1, steps)])
+        history.append(dict(
+            epoch=epoch, loss=sum(r[4] for r in per_rank) / world, val_acc=val_c / max(1, val_n),
+            test_acc=test_c / max(1, test_n), seconds=max(r[3] for r in per_rank),
+            steps=[int(r[0]) for r in per_rank], local_rows=[int(r[1]) for r in per_rank],
+            remote_rows=[int(r[2]) for r in per_rank]))
+        if rank == 0:
+            print(f"epoch {epoch}: loss {history[-1]['loss']:.3f} val {history[-1]['val_acc']:.3f} "
+                  f"test {history[-1]['test_acc']:.3f} {history[-1]['seconds']:.2f}s", flush=True)
+            if config.checkpoint_dir:
+                _save_checkpoint(Path(config.checkpoint_dir), dict(
+                    epoch=epoch, model=model.state_dict(), optimizer=optimizer.state_dict(), history=history))
+            if config.fail_after_epoch == epoch:
+                os.kill(os.getpid(), signal.SIGKILL)  # fault injection: die as a crashed trainer would
+
+    best = max(history, key=lambda h: (h["val_acc"], -h["epoch"]))
+    timed = [h["seconds"] for h in history if h["epoch"] >= start_epoch]
+    result = dict(
+        mode="distributed" if _distributed() else "standalone", world_size=world, num_parts=int(meta["num_parts"]),
+        graph_name=meta["graph_name"], test_acc=best["test_acc"], val_acc=best["val_acc"], best_epoch=best["epoch"],
+        final_test_acc=history[-1]["test_acc"], epochs_run=len(history), resumed_from_epoch=start_epoch,
+        seconds_per_epoch=sum(timed) / max(1, len(timed)), steps_per_epoch=steps_per_epoch,
+        steps_per_trainer=[sum(h["steps"][r] for h in history if h["epoch"] >= start_epoch) for r in range(world)],
+        train_nodes_per_trainer=[int(r[0]) for r in _gather([train_nodes])],
+        feature_rows=dict(
+            local=[sum(h["local_rows"][r] for h in history if h["epoch"] >= start_epoch) for r in range(world)],
+            remote=[sum(h["remote_rows"][r] for h in history if h["epoch"] >= start_epoch) for r in range(world)]),
+        history=history, config=config.to_dict(),
+    )
+    rows = result["feature_rows"]
+    result["feature_rows"]["remote_fraction"] = sum(rows["remote"]) / max(1, sum(rows["local"]) + sum(rows["remote"]))
+    if rank == 0 and config.out:
+        tmp = Path(config.out).with_suffix(".part")
+        tmp.write_text(json.dumps(result, indent=1))
+        os.replace(tmp, config.out)
+    return result
+
+
+_STANDALONE_READY = False
+
+
+def train_standalone(part_config: str | Path, config: TrainConfig) -> dict[str, Any]:
+    """Train in this process on a one-partition config, no servers (notebook debugging)."""
+    global _STANDALONE_READY
+    if _distributed():
+        raise RuntimeError("DGL_DIST_MODE is set: this process is a distributed client, not standalone")
+    meta = json.loads(Path(part_config).read_text())
+    if int(meta["num_parts"]) != 1:
+        raise ValueError(f"standalone mode needs a one-partition config; {part_config} has {meta['num_parts']}")
+    if not _STANDALONE_READY:
+        dgl.distributed.initialize("")  # standalone: no ip_config is read
+        _STANDALONE_READY = True
+    return run(part_config, config)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="DistDGL node-classification trainer (run by the gnnbook launcher)")
+    parser.add_argument("--part-config", required=True)
+    parser.add_argument("--ip-config", default=None, help="default: $DGL_IP_CONFIG")
+    TrainConfig.add_arguments(parser)
+    args = parser.parse_args(argv)
+    config = TrainConfig.from_args(args)
+    # When the launcher stops a hung job (SIGTERM first), the log shows where each thread was.
+    faulthandler.register(signal.SIGTERM, chain=True)
+    dgl.distributed.initialize(args.ip_config or os.environ.get("DGL_IP_CONFIG", ""))  # a server stays here
+    if _distributed():
+        dist.init_process_group("gloo")
+    run(args.part_config, config)
+    # No barrier here: DGL's exit handler synchronises all clients, then stops the servers.
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
