@@ -24,7 +24,7 @@ import dgl
 import torch
 import torch.nn.functional as F
 
-from ..train import accuracy, set_seed
+from ..train import accuracy, sampling_on_one_thread, set_seed
 from .config import TrainConfig, make_model
 
 
@@ -56,12 +56,14 @@ def train_single_process(part_config: str | Path, config: TrainConfig, num_train
     (pass the job's total trainer count, so both take the same steps per epoch);
     return accuracy and time per epoch.  ``threads``: torch threads while
     training (1, as each launched trainer has; more threads than cores
-    slow a shared 2-core machine down ~10x)."""
+    slow a shared 2-core machine down ~10x).  Sampling runs on one thread
+    whatever ``threads`` is, so a run repeats exactly."""
     previous = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)
     try:
-        return _train(part_config, config, num_trainers)
+        with sampling_on_one_thread():  # DGL 2.1 samples reproducibly only on one thread
+            return _train(part_config, config, num_trainers)
     finally:
         torch.set_num_threads(previous)
 
