@@ -179,14 +179,17 @@ class VGAE(nn.Module):
     """Variational graph auto-encoder (Kipf & Welling, 2016): a GCN encoder
     gives each node a Gaussian embedding; an inner product scores edges."""
 
+    accepts_sparse_input = True
+
     def __init__(self, in_feats: int, hidden: int = 32, latent: int = 16):
         super().__init__()
-        self.base = dglnn.GraphConv(in_feats, hidden, activation=F.relu, allow_zero_in_degree=True)
+        self.input = InputLinear(in_feats, hidden, dropout=0.0)  # the first GCN layer's X W
+        self.base = dglnn.GraphConv(hidden, hidden, weight=False, activation=F.relu, allow_zero_in_degree=True)
         self.mean = dglnn.GraphConv(hidden, latent, allow_zero_in_degree=True)
         self.log_std = dglnn.GraphConv(hidden, latent, allow_zero_in_degree=True)
 
     def encode(self, g: dgl.DGLGraph, feat: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        h = self.base(g, feat)
+        h = self.base(g, self.input(feat))
         mean, log_std = self.mean(g, h), self.log_std(g, h).clamp(max=10)
         z = mean + torch.randn_like(mean) * log_std.exp() if self.training else mean
         return z, mean, log_std

@@ -257,8 +257,8 @@ def train_vgae(graph: dgl.DGLGraph, epochs: int = 400, lr: float = 0.01, seed: i
     set_seed(seed)
     train_graph, pairs = split_edges(graph, seed=seed)
     g = prepare_graph(train_graph)
-    feat = g.ndata["feat"]
-    model = VGAE(feat.shape[1])
+    model = VGAE(g.ndata["feat"].shape[1])
+    feat = model_input(model, g.ndata["feat"])
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     src, dst = g.edges()
     n = g.num_nodes()
