@@ -143,21 +143,25 @@ def new_job_tag() -> str:
     return f"gnnbook{os.getpid()}x{os.urandom(3).hex()}"
 
 
+def _unlink(paths) -> list[str]:
+    removed = []
+    for path in paths:
+        try:
+            path.unlink()
+            removed.append(path.name)
+        except OSError:
+            pass
+    return removed
+
+
 def remove_stale_segments() -> list[str]:
     """Delete segments of jobs whose supervising process is gone (it was killed
     before it could clean up); return their names."""
     if not SHM_DIR.is_dir():
         return []
-    removed = []
-    for path in SHM_DIR.iterdir():
-        match = re.match(r"gnnbook(\d+)x[0-9a-f]{6}", path.name)
-        if match and not Path(f"/proc/{match.group(1)}").exists():
-            try:
-                path.unlink()
-                removed.append(path.name)
-            except OSError:
-                pass
-    return removed
+    pattern = re.compile(r"gnnbook(\d+)x[0-9a-f]{6}")
+    return _unlink(p for p in SHM_DIR.iterdir()
+                   if (m := pattern.match(p.name)) and not Path(f"/proc/{m.group(1)}").exists())
 
 
 def job_segments(job_tag: str) -> list[Path]:
@@ -169,11 +173,4 @@ def job_segments(job_tag: str) -> list[Path]:
 
 def remove_segments(job_tag: str) -> list[str]:
     """Delete the job's segments; return their names."""
-    removed = []
-    for path in job_segments(job_tag):
-        try:
-            path.unlink()
-            removed.append(path.name)
-        except OSError:
-            pass
-    return removed
+    return _unlink(job_segments(job_tag))
