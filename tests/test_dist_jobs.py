@@ -28,10 +28,6 @@ from gnnbook.dist.launcher import Job, JobFailed, LaunchError, plan_job
 from gnnbook.dist.netns import netns_available
 from gnnbook.dist.partition import partition_dataset
 
-RUNNER = ("import argparse, sys; from gnnbook.dist.commands import register; p = argparse.ArgumentParser(); "
-          "register(p.add_subparsers(dest='command', required=True)); a = p.parse_args(); sys.exit(a.func(a))")
-
-
 @pytest.fixture(scope="module")
 def cora2(tmp_path_factory) -> Path:
     return partition_dataset("cora", 2, "metis", tmp_path_factory.mktemp("jobs") / "cora2")
@@ -73,7 +69,7 @@ def test_dist_train_acceptance(tmp_path):
     one process, in under 2 minutes, nothing left behind."""
     env = {**os.environ, "GNNBOOK_DATA_DIR": str(tmp_path)}
     start = time.monotonic()
-    done = subprocess.run([sys.executable, "-c", RUNNER, "dist-train", "--dataset", "cora", "--num-parts", "2",
+    done = subprocess.run([sys.executable, "-m", "gnnbook", "dist-train", "--dataset", "cora", "--num-parts", "2",
                            "--num-trainers", "2", "--epochs", "20", "--json", "--deadline", "200"],
                           capture_output=True, text=True, env=env, timeout=280)
     seconds = time.monotonic() - start
