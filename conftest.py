@@ -17,6 +17,12 @@ from pathlib import Path
 import pytest
 
 BUDGET_S = float(os.environ.get("GNNBOOK_NOTEBOOK_BUDGET_S", "120"))
+
+# nbval reads a kernel's IOPub messages only after a cell finishes; ZeroMQ drops
+# what exceeds its queue (1000 messages), the cell's "idle" message with it, and
+# nbval then fails the cell.  Progress-bar widgets redraw at most once a second
+# under test (kernels inherit this variable; tqdm reads TQDM_* defaults).
+os.environ.setdefault("TQDM_MININTERVAL", "1")
 _seconds: dict[str, float] = defaultdict(float)
 
 

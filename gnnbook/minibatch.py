@@ -220,7 +220,7 @@ def train_minibatch(
         if (val_acc, -val_loss) > (best[0], -best[1]):
             best, best_epoch = (val_acc, val_loss), epoch
             best_state = copy.deepcopy(model.state_dict())
-        bar.set_postfix(loss=f"{loss:.3f}", val_acc=f"{val_acc:.3f}")
+        bar.set_postfix(loss=f"{loss:.3f}", val_acc=f"{val_acc:.3f}", refresh=False)  # see gnnbook.train
         if epoch - best_epoch >= settings["patience"]:
             break
     model.load_state_dict(best_state)

@@ -153,7 +153,9 @@ def train_node_classifier(
             if (val_acc, -val_loss) > (best[0], -best[1]):
                 best, best_epoch = (val_acc, val_loss), epoch
                 best_state = copy.deepcopy(model.state_dict())
-            bar.set_postfix(loss=f"{float(loss):.3f}", val_acc=f"{val_acc:.3f}")
+            # refresh=False: redraw at tqdm's pace, not every epoch; a widget message per
+            # epoch floods Jupyter's IOPub channel, which then drops messages.
+            bar.set_postfix(loss=f"{float(loss):.3f}", val_acc=f"{val_acc:.3f}", refresh=False)
             if epoch - best_epoch >= settings["patience"]:
                 break
     model.load_state_dict(best_state)
