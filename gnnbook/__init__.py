@@ -3,7 +3,13 @@ distributed GNN training.  One idea per module, in layers:
 
 - ``data``: real datasets (checksummed, offline-first) and synthetic graphs
 - ``models``: GCN, GAT, GraphSAGE, GIN, GGNN, VGAE on DGL
-- ``train``: training loops and result records; ``memory``: peak-memory probes
+- ``train``: full-graph loops and result records; ``memory``: peak-memory probes;
+  ``procs``: supervised process groups (deadline, fail fast, nothing left behind)
+- systems techniques: ``neighbourhood`` (receptive fields), ``sizing`` (memory
+  calculator), ``graph_formats`` (COO/CSR/CSC), ``minibatch`` (sampled training),
+  ``comm`` (byte-counting collectives, link cost model), ``parallel`` (data, model,
+  pipeline, tensor, expert, sharded parallelism; BSP/ASP/SSP)
+- ``dist``: the distributed DGL runtime (partition, launcher, trainer)
 - ``viz`` and ``cli`` on top (``python -m gnnbook --help``)
 
 Example:
