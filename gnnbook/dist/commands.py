@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -90,6 +91,9 @@ def _cluster(args: argparse.Namespace, part_config: Path):
     return LocalCluster(part_config, mode=args.mode, **common)
 
 
+BASELINE_SEEDS = 3
+
+
 def _dist_train(args: argparse.Namespace) -> int:
     from .baseline import train_single_process
     from .emulation import job_segments
@@ -111,10 +115,16 @@ def _dist_train(args: argparse.Namespace) -> int:
     result["part_config"] = str(part_config)
     result["shm_segments_left"] = [p.name for p in job_segments(tag)]
     if not args.no_baseline:
-        single = train_single_process(part_config, config, num_trainers=result["world_size"])
-        single.pop("history")
+        # The same seed, plus two more: with Cora's 140 training nodes one run's
+        # test accuracy moves by about a point with the seed, so the gap is taken
+        # against the mean of three single-process runs.
+        runs = [train_single_process(part_config, replace(config, seed=config.seed + k), num_trainers=result["world_size"])
+                for k in range(BASELINE_SEEDS)]
+        single = {k: v for k, v in runs[0].items() if k != "history"}
+        single["test_acc_per_seed"] = [r["test_acc"] for r in runs]
+        single["test_acc_mean"] = sum(single["test_acc_per_seed"]) / len(runs)
         result["single_process"] = single
-        result["accuracy_gap"] = result["test_acc"] - single["test_acc"]
+        result["accuracy_gap"] = result["test_acc"] - single["test_acc_mean"]
     if not args.history:
         result.pop("history")
     if args.json:
@@ -125,8 +135,10 @@ def _dist_train(args: argparse.Namespace) -> int:
               f"steps per trainer {result['steps_per_trainer']}, remote feature rows "
               f"{100 * result['feature_rows']['remote_fraction']:.1f}%, wall {result['wall_seconds']:.1f} s")
         if "single_process" in result:
-            print(f"single process, same model/fanouts/seed: test accuracy {result['single_process']['test_acc']:.3f}, "
-                  f"{result['single_process']['seconds_per_epoch']:.2f} s/epoch")
+            single = result["single_process"]
+            print(f"single process, same model/fanouts/seed: test accuracy {single['test_acc']:.3f} "
+                  f"(mean over seeds {config.seed}..{config.seed + BASELINE_SEEDS - 1}: {single['test_acc_mean']:.3f}), "
+                  f"{single['seconds_per_epoch']:.2f} s/epoch")
     return 0
 
 
