@@ -17,7 +17,6 @@ Example:
 """
 from __future__ import annotations
 
-import copy
 import time
 import warnings
 from typing import Any, Sequence
@@ -30,7 +29,7 @@ from tqdm.auto import tqdm
 
 from .memory import PeakMemory, release_free_memory
 from .models import MODEL_DEFAULTS, build_model
-from .train import TRAIN_DEFAULTS, TrainResult, accuracy, model_input, prepare_graph, set_seed
+from .train import TRAIN_DEFAULTS, BestEpoch, TrainResult, accuracy, epoch_metrics, model_input, prepare_graph, set_seed
 
 # DGL suggests CPU affinity for its worker processes on every epoch; we use none.
 warnings.filterwarnings("ignore", message="Dataloader CPU affinity opt is not enabled")
@@ -195,8 +194,7 @@ def train_minibatch(
         with torch.no_grad():
             return model(g, x_full)
 
-    best = (-1.0, float("inf"))
-    best_state, best_epoch, history, train_seconds, peak_bytes = None, 0, [], 0.0, 0
+    best, history, train_seconds, peak_bytes = BestEpoch(settings["patience"]), [], 0.0, 0
     bar = tqdm(range(settings["epochs"]), desc=f"{model_name} minibatch seed {seed}", disable=not progress, leave=False)
     for epoch in bar:
         losses = []
@@ -211,26 +209,20 @@ def train_minibatch(
             train_seconds += time.perf_counter() - start
         peak_bytes = max(peak_bytes, peak.peak_bytes)
 
-        logits = evaluate()
-        val_loss = float(F.cross_entropy(logits[masks["val"]], labels[masks["val"]]))
-        val_acc = accuracy(logits[masks["val"]], labels[masks["val"]])
+        metrics = epoch_metrics(evaluate(), labels, masks)
         loss = float(np.mean(losses))
-        history.append(dict(epoch=epoch, loss=loss, val_loss=val_loss, val_acc=val_acc, steps=len(losses),
-                            train_acc=accuracy(logits[masks["train"]], labels[masks["train"]])))
-        if (val_acc, -val_loss) > (best[0], -best[1]):
-            best, best_epoch = (val_acc, val_loss), epoch
-            best_state = copy.deepcopy(model.state_dict())
-        bar.set_postfix(loss=f"{loss:.3f}", val_acc=f"{val_acc:.3f}", refresh=False)  # see gnnbook.train
-        if epoch - best_epoch >= settings["patience"]:
+        history.append(dict(epoch=epoch, loss=loss, steps=len(losses), **metrics))
+        bar.set_postfix(loss=f"{loss:.3f}", val_acc=f"{metrics['val_acc']:.3f}", refresh=False)  # see gnnbook.train
+        if best.update(model, epoch, metrics["val_acc"], metrics["val_loss"]):
             break
-    model.load_state_dict(best_state)
+    model.load_state_dict(best.state)
     logits = evaluate()
     return TrainResult(
         model=model_name,
         seed=seed,
         test_acc=accuracy(logits[masks["test"]], labels[masks["test"]]),
-        val_acc=best[0],
-        best_epoch=best_epoch,
+        val_acc=best.val_acc,
+        best_epoch=best.epoch,
         epochs_run=len(history),
         seconds_per_epoch=train_seconds / max(1, len(history)),
         peak_memory_bytes=peak_bytes,

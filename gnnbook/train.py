@@ -96,6 +96,29 @@ def model_input(model: torch.nn.Module, feat: torch.Tensor, max_density: float =
     return feat
 
 
+def epoch_metrics(logits: torch.Tensor, labels: torch.Tensor, masks: dict[str, torch.Tensor]) -> dict[str, float]:
+    """Validation loss and accuracy and training accuracy of one evaluation pass."""
+    return dict(val_loss=float(F.cross_entropy(logits[masks["val"]], labels[masks["val"]])),
+                val_acc=accuracy(logits[masks["val"]], labels[masks["val"]]),
+                train_acc=accuracy(logits[masks["train"]], labels[masks["train"]]))
+
+
+class BestEpoch:
+    """Model selection on validation accuracy (ties: lower validation loss) with
+    early stopping: :meth:`update` says stop after ``patience`` epochs without
+    improvement; ``state`` holds the best epoch's weights."""
+
+    def __init__(self, patience: int):
+        self.patience = patience
+        self.val_acc, self.val_loss, self.epoch, self.state = -1.0, float("inf"), 0, None
+
+    def update(self, model: torch.nn.Module, epoch: int, val_acc: float, val_loss: float) -> bool:
+        if (val_acc, -val_loss) > (self.val_acc, -self.val_loss):
+            self.val_acc, self.val_loss, self.epoch = val_acc, val_loss, epoch
+            self.state = copy.deepcopy(model.state_dict())
+        return epoch - self.epoch >= self.patience
+
+
 def prepare_graph(graph: dgl.DGLGraph) -> dgl.DGLGraph:
     """Add exactly one self-loop per node, as GCN's renormalisation expects."""
     return dgl.add_self_loop(dgl.remove_self_loop(graph))
@@ -129,8 +152,7 @@ def train_node_classifier(
     optimizer = torch.optim.Adam(model.parameters(), lr=settings["lr"], weight_decay=settings["weight_decay"])
     x = model_input(model, feat)
 
-    best = (-1.0, float("inf"))
-    best_state, best_epoch, history, train_seconds = None, 0, [], 0.0
+    best, history, train_seconds = BestEpoch(settings["patience"]), [], 0.0
     bar = tqdm(range(settings["epochs"]), desc=f"{model_name} seed {seed}", disable=not progress, leave=False)
     with PeakMemory(device) as peak:
         for epoch in bar:
@@ -146,19 +168,14 @@ def train_node_classifier(
             model.eval()
             with torch.no_grad():
                 logits = model(g, x)
-            val_loss = float(F.cross_entropy(logits[masks["val"]], labels[masks["val"]]))
-            val_acc = accuracy(logits[masks["val"]], labels[masks["val"]])
-            history.append(dict(epoch=epoch, loss=float(loss), val_loss=val_loss, val_acc=val_acc,
-                                train_acc=accuracy(logits[masks["train"]], labels[masks["train"]])))
-            if (val_acc, -val_loss) > (best[0], -best[1]):
-                best, best_epoch = (val_acc, val_loss), epoch
-                best_state = copy.deepcopy(model.state_dict())
+            metrics = epoch_metrics(logits, labels, masks)
+            history.append(dict(epoch=epoch, loss=float(loss), **metrics))
             # refresh=False: redraw at tqdm's pace, not every epoch; a widget message per
             # epoch floods Jupyter's IOPub channel, which then drops messages.
-            bar.set_postfix(loss=f"{float(loss):.3f}", val_acc=f"{val_acc:.3f}", refresh=False)
-            if epoch - best_epoch >= settings["patience"]:
+            bar.set_postfix(loss=f"{float(loss):.3f}", val_acc=f"{metrics['val_acc']:.3f}", refresh=False)
+            if best.update(model, epoch, metrics["val_acc"], metrics["val_loss"]):
                 break
-    model.load_state_dict(best_state)
+    model.load_state_dict(best.state)
     model.eval()
     with torch.no_grad():
         logits = model(g, x)
@@ -166,8 +183,8 @@ def train_node_classifier(
         model=model_name,
         seed=seed,
         test_acc=accuracy(logits[masks["test"]], labels[masks["test"]]),
-        val_acc=best[0],
-        best_epoch=best_epoch,
+        val_acc=best.val_acc,
+        best_epoch=best.epoch,
         epochs_run=len(history),
         seconds_per_epoch=train_seconds / max(1, len(history)),
         peak_memory_bytes=peak.peak_bytes,
