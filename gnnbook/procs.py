@@ -23,6 +23,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -54,6 +55,11 @@ class _Member:
     popen: subprocess.Popen
     log_path: Path
     background: bool  # a server: may run until the others finish
+    exited_at: float | None = None  # set by a watcher thread the moment the process exits
+
+    def watch(self) -> None:
+        self.popen.wait()
+        self.exited_at = time.monotonic()
 
 
 def _die_with_parent() -> None:
@@ -107,18 +113,23 @@ class ProcessGroup:
                 stdin=subprocess.DEVNULL, start_new_session=True,
                 preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
             )
-        self.members.append(_Member(name, popen, log_path, background))
+        member = _Member(name, popen, log_path, background)
+        # A thread per process records when it exits: when one failure makes
+        # the others fail too (a peer's connection closes), the first is named.
+        threading.Thread(target=member.watch, daemon=True).start()
+        self.members.append(member)
         return popen
 
     def log(self, name: str) -> str:
         return next(m.log_path for m in self.members if m.name == name).read_text(errors="replace")
 
     def _check_failures(self) -> None:
-        for m in self.members:
-            code = m.popen.poll()
-            if code is not None and code != 0:
-                self.kill()
-                raise ProcessFailed(m.name, code, tail(m.log_path), f"process '{m.name}' {describe_exit(code)}; the job was stopped")
+        failed = [m for m in self.members if m.exited_at is not None and m.popen.returncode != 0]
+        if failed:
+            m = min(failed, key=lambda member: member.exited_at)
+            code = m.popen.returncode
+            self.kill()
+            raise ProcessFailed(m.name, code, tail(m.log_path), f"process '{m.name}' {describe_exit(code)}; the job was stopped")
         if self.background_exit_grace_s is None:
             return
         if any(m.popen.poll() is None for m in self.members if not m.background):
