@@ -27,14 +27,22 @@ _STATUS = Path("/proc/self/status")
 _CLEAR_REFS = Path("/proc/self/clear_refs")
 
 
-def _vm_hwm_bytes() -> int | None:
+def _status_bytes(*fields: str) -> int | None:
+    """Sum of ``fields`` (kB lines such as ``VmHWM``) of /proc/self/status; None off Linux."""
     try:
-        for line in _STATUS.read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                return int(line.split()[1]) * 1024
+        lines = _STATUS.read_text().splitlines()
     except OSError:
         return None
-    return None
+    values = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in lines if line.split(":")[0] in fields}
+    return sum(values.values()) if len(values) == len(fields) else None
+
+
+def _vm_hwm_bytes() -> int | None:
+    return _status_bytes("VmHWM")
+
+
+def _file_backed_bytes() -> int:
+    return _status_bytes("RssFile") or 0
 
 
 def _reset_hwm() -> bool:
@@ -80,12 +88,27 @@ def track_freed_memory(threshold_bytes: int = 1 << 20) -> bool:
 
 
 def current_rss() -> int:
+    """Resident set size: data, plus the pages of code and mapped files in use."""
     return psutil.Process(os.getpid()).memory_info().rss
+
+
+def resident_data_bytes() -> int:
+    """Resident memory that holds data (anonymous + shared memory), without the
+    pages of shared libraries: running a torch kernel for the first time, or
+    again after the kernel evicted its code pages under memory pressure, faults
+    in megabytes of code that are not tensors.  Falls back to the RSS off Linux.
+    """
+    data = _status_bytes("RssAnon", "RssShmem")
+    return data if data is not None else current_rss()
 
 
 class PeakMemory:
     """Context manager: ``peak_bytes`` is how far memory rose above its level at
-    entry (CPU resident memory, or GPU memory when ``device`` is CUDA)."""
+    entry (CPU resident memory, or GPU memory when ``device`` is CUDA).
+
+    On Linux, code and file pages faulted in during the block are not counted
+    (see :func:`resident_data_bytes`): the peak is the block's data.
+    """
 
     def __init__(self, device: str = "cpu", interval: float = 0.001):
         self.device = str(device)
@@ -105,6 +128,7 @@ class PeakMemory:
         # thread, the garbage collector) must not hide the peak that follows.
         self._use_hwm = _reset_hwm() and _vm_hwm_bytes() is not None
         self._base = _vm_hwm_bytes() if self._use_hwm else current_rss()
+        self._file_base = _file_backed_bytes()
         if not self._use_hwm:
             self._max = self._base
             self._stop = threading.Event()
@@ -129,4 +153,7 @@ class PeakMemory:
             self._stop.set()
             self._thread.join()
             top = max(self._max, current_rss())
-        self.peak_bytes = max(0, top - self._base)
+        # Pages of code faulted in meanwhile raised the high-water mark too;
+        # they are still resident at exit, so their growth is subtracted.
+        code_pages = max(0, _file_backed_bytes() - self._file_base)
+        self.peak_bytes = max(0, top - self._base - code_pages)

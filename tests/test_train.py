@@ -50,3 +50,17 @@ def test_peak_memory_sees_a_50_mb_allocation():
         block = np.ones(50_000_000, dtype=np.uint8)
         del block
     assert 45e6 < peak.peak_bytes < 80e6
+
+
+def test_peak_memory_leaves_out_pages_of_mapped_files(tmp_path):
+    # Like a library's code pages faulted in by a first call: file-backed,
+    # still mapped when the block ends, and not the block's data.
+    path = tmp_path / "pages.bin"
+    path.write_bytes(np.ones(40_000_000, dtype=np.uint8).tobytes())
+    mapped = np.memmap(path, dtype=np.uint8, mode="r")
+    with PeakMemory() as peak:
+        total = int(mapped[::4096].sum())  # touches every page
+        data = np.ones(20_000_000, dtype=np.uint8)
+        del data
+    assert total == len(range(0, 40_000_000, 4096))
+    assert 15e6 < peak.peak_bytes < 30e6, peak.peak_bytes
