@@ -24,6 +24,7 @@ import pytest
 from gnnbook.dist import emulation
 from gnnbook.dist.baseline import train_single_process
 from gnnbook.dist.cluster import Cluster, LocalCluster
+from gnnbook.dist.commands import BASELINE_SEEDS
 from gnnbook.dist.config import TrainConfig
 from gnnbook.dist.launcher import Job, JobFailed, LaunchError, plan_job
 from gnnbook.dist.netns import netns_available
@@ -79,7 +80,7 @@ def test_dist_train_acceptance(tmp_path):
     print(f"dist-train: {seconds:.0f} s, test {result['test_acc']:.3f} vs single {result['single_process']['test_acc_mean']:.3f}")
     assert seconds < 180  # 2 minutes on a quiet machine; slack for a shared CI core
     single = result["single_process"]
-    assert len(single["test_acc_per_seed"]) == 3 and single["test_acc_per_seed"][0] == single["test_acc"]
+    assert len(single["test_acc_per_seed"]) == BASELINE_SEEDS and single["test_acc_per_seed"][0] == single["test_acc"]
     assert abs(result["accuracy_gap"]) <= 0.02 and result["test_acc"] > 0.7
     assert result["world_size"] == 4 and len(set(result["steps_per_trainer"])) == 1
     assert result["steps_per_trainer"][0] == 20 * result["steps_per_epoch"]
