@@ -29,7 +29,8 @@ from tqdm.auto import tqdm
 
 from .memory import PeakMemory, release_free_memory
 from .models import MODEL_DEFAULTS, build_model
-from .train import TRAIN_DEFAULTS, BestEpoch, TrainResult, accuracy, epoch_metrics, model_input, prepare_graph, set_seed
+from .train import (BestEpoch, TrainResult, accuracy, epoch_metrics, model_input, prepare_graph, set_seed,
+                    training_settings)
 
 # DGL suggests CPU affinity for its worker processes on every epoch; we use none.
 warnings.filterwarnings("ignore", message="Dataloader CPU affinity opt is not enabled")
@@ -166,11 +167,9 @@ def train_minibatch(
         >>> r.epochs_run                                                                # doctest: +SKIP
         5
     """
-    settings = dict(TRAIN_DEFAULTS.get(model_name, TRAIN_DEFAULTS["gcn"]))
-    settings.update(epochs=MINIBATCH_DEFAULTS["epochs"], patience=MINIBATCH_DEFAULTS["patience"])
-    for key, value in dict(epochs=epochs, patience=patience, lr=lr, weight_decay=weight_decay).items():
-        if value is not None:
-            settings[key] = value
+    settings = training_settings(model_name, lr=lr, weight_decay=weight_decay,
+                                 epochs=MINIBATCH_DEFAULTS["epochs"] if epochs is None else epochs,
+                                 patience=MINIBATCH_DEFAULTS["patience"] if patience is None else patience)
     batch_size = MINIBATCH_DEFAULTS["batch_size"] if batch_size is None else batch_size
     fanouts = check_fanouts(fanouts, _num_layers(model_name, model_options))
 

@@ -119,6 +119,18 @@ class BestEpoch:
         return epoch - self.epoch >= self.patience
 
 
+def training_settings(model_name: str, **overrides: Any) -> dict[str, Any]:
+    """``model_name``'s :data:`TRAIN_DEFAULTS` with every override that is not None.
+
+    Example:
+        >>> training_settings("gcn", lr=0.05, epochs=None)["lr"]
+        0.05
+    """
+    settings = dict(TRAIN_DEFAULTS.get(model_name, TRAIN_DEFAULTS["gcn"]))
+    settings.update({key: value for key, value in overrides.items() if value is not None})
+    return settings
+
+
 def prepare_graph(graph: dgl.DGLGraph) -> dgl.DGLGraph:
     """Add exactly one self-loop per node, as GCN's renormalisation expects."""
     return dgl.add_self_loop(dgl.remove_self_loop(graph))
@@ -140,10 +152,7 @@ def train_node_classifier(
     weights of the epoch with the best validation accuracy (ties: lower
     validation loss), stop after ``patience`` epochs without improvement, and
     report test accuracy for those weights."""
-    settings = dict(TRAIN_DEFAULTS.get(model_name, TRAIN_DEFAULTS["gcn"]))
-    for key, value in dict(epochs=epochs, patience=patience, lr=lr, weight_decay=weight_decay).items():
-        if value is not None:
-            settings[key] = value
+    settings = training_settings(model_name, epochs=epochs, patience=patience, lr=lr, weight_decay=weight_decay)
     set_seed(seed)
     g = prepare_graph(graph).to(device)
     feat, labels = g.ndata["feat"], g.ndata["label"]
