@@ -33,8 +33,10 @@ def _status_bytes(*fields: str) -> int | None:
         lines = _STATUS.read_text().splitlines()
     except OSError:
         return None
-    values = {line.split(":")[0]: int(line.split()[1]) * 1024 for line in lines if line.split(":")[0] in fields}
-    return sum(values.values()) if len(values) == len(fields) else None
+    values = dict(line.split(":", 1) for line in lines if ":" in line)
+    if not all(field in values for field in fields):
+        return None
+    return sum(int(values[field].split()[0]) * 1024 for field in fields)
 
 
 def _vm_hwm_bytes() -> int | None:

@@ -29,12 +29,17 @@ def measured_in_fresh_process(measure):
         return pool.submit(measure).result(timeout=120)
 
 
-def _adam_memory() -> dict:
+EMBEDDING_ROWS, EMBEDDING_DIM = 100_000, 64  # 25.6 MB per copy
+GCN_NODES, GCN_WIDTH = 30_000, 64
+NO_ACCOUNTING = "resident-memory accounting of freed blocks is checked on Linux/glibc only"
+
+
+def _adam_memory() -> dict | None:
     if not track_freed_memory():
-        return {}
+        return None
     torch.manual_seed(0)
     with PeakMemory() as allocation:
-        embedding = torch.nn.Embedding(100_000, 64)
+        embedding = torch.nn.Embedding(EMBEDDING_ROWS, EMBEDDING_DIM)
     optimizer = torch.optim.Adam(embedding.parameters(), lr=0.01)
     before = resident_data_bytes()
     embedding(torch.arange(512)).pow(2).sum().backward()  # dense gradient: a full-size copy
@@ -45,12 +50,11 @@ def _adam_memory() -> dict:
 def _gcn_step_peak() -> int | None:
     if not track_freed_memory():
         return None
-    nodes, width = 30_000, 64
-    graph = dgl.add_self_loop(load_dataset("powerlaw", num_nodes=nodes, avg_degree=6, num_features=width, seed=0))
+    graph = dgl.add_self_loop(load_dataset("powerlaw", num_nodes=GCN_NODES, avg_degree=6, num_features=GCN_WIDTH, seed=0))
     graph.create_formats_()
     feat = graph.ndata["feat"]
     torch.manual_seed(0)
-    model = GCN(width, width, hidden=width, num_layers=2, dropout=0.5)
+    model = GCN(GCN_WIDTH, GCN_WIDTH, hidden=GCN_WIDTH, num_layers=2, dropout=0.5)
     # One step first: DGL's kernels, OpenMP thread arenas and the parameters'
     # .grad buffers are allocated once, on first use; the estimate is per step.
     model(graph, feat).sum().backward()
@@ -102,9 +106,9 @@ def test_format_bytes():
 
 def test_adam_state_matches_measured_memory():
     measured = measured_in_fresh_process(_adam_memory)
-    if not measured:
-        pytest.skip("resident-memory accounting of freed blocks is checked on Linux/glibc only")
-    table = embedding_table_bytes(100_000, 64)  # 25.6 MB per copy
+    if measured is None:
+        pytest.skip(NO_ACCOUNTING)
+    table = embedding_table_bytes(EMBEDDING_ROWS, EMBEDDING_DIM)
     expected = training_state_bytes(table, "adam")
     assert 0.85 <= measured["weights"] / table <= 1.25, (measured, table)
     # Gradient + two moments = 3 copies; 2 or 4 copies would give 0.67 or 1.33.
@@ -115,8 +119,8 @@ def test_adam_state_matches_measured_memory():
 def test_gcn_activation_estimate_within_factor_two():
     peak_bytes = measured_in_fresh_process(_gcn_step_peak)
     if peak_bytes is None:
-        pytest.skip("resident-memory accounting of freed blocks is checked on Linux/glibc only")
-    estimate = gcn_training_activation_bytes(30_000, 64, 64, 64, num_layers=2)
+        pytest.skip(NO_ACCOUNTING)
+    estimate = gcn_training_activation_bytes(GCN_NODES, GCN_WIDTH, GCN_WIDTH, GCN_WIDTH, num_layers=2)
     ratio = peak_bytes / estimate["total"]
     assert 0.5 <= ratio <= 2.0, (peak_bytes, estimate)
     # The textbook count (outputs only) is well below what training really holds.
