@@ -61,9 +61,9 @@ def main() -> None:
 
     import dgl
 
-    from gnnbook.dist.config import TrainConfig
-    from gnnbook.dist.partition import partition_dataset
-    from gnnbook.dist.trainer import train_standalone
+    from gnnbook.distributed.config import TrainConfig
+    from gnnbook.distributed.partition import partition_dataset
+    from gnnbook.distributed.trainer import train_standalone
 
     torch.set_num_threads(1)  # as each launched trainer runs
     options = {"num_nodes": args.num_nodes} if args.dataset in ("powerlaw", "sbm") else {}

@@ -9,7 +9,7 @@ distributed GNN training.  One idea per module, in layers:
   calculator), ``graph_formats`` (COO/CSR/CSC), ``minibatch`` (sampled training),
   ``comm`` (byte-counting collectives, link cost model), ``parallel`` (data, model,
   pipeline, tensor, expert, sharded parallelism; BSP/ASP/SSP)
-- ``dist``: the distributed DGL runtime (partition, launcher, trainer)
+- ``distributed``: the distributed DGL runtime (partition, launcher, trainer)
 - ``viz`` and ``cli`` on top (``python -m gnnbook --help``)
 
 Example:

@@ -2,7 +2,7 @@
 
 Commands: ``env`` (check the pinned versions), ``datasets`` (table of the
 shipped datasets), ``train`` (full-graph training over several seeds), plus the
-distributed ones that ``gnnbook.dist.commands`` registers.
+distributed ones that ``gnnbook.distributed.commands`` registers.
 
 Example:
     $ python -m gnnbook train --dataset cora --model gcn --seeds 5 --json
@@ -122,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _extensions() -> list[Callable]:
     """Subcommands that higher layers (the distributed runtime) add."""
-    from .dist.commands import register as dist_commands
+    from .distributed.commands import register as dist_commands
 
     return [dist_commands]
 

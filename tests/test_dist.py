@@ -1,4 +1,4 @@
-"""gnnbook.dist without running a job: partitions and their read-back, bad
+"""gnnbook.distributed without running a job: partitions and their read-back, bad
 inputs, the cluster dry run, the shared-memory adaptation, CLI errors."""
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from gnnbook.dist import emulation
-from gnnbook.dist.commands import register
-from gnnbook.dist.config import TrainConfig
-from gnnbook.dist.launcher import LaunchError, plan_job, read_host_file, render
-from gnnbook.dist.partition import PartitionError, load_partition, partition_dataset, read_config
+from gnnbook.distributed import emulation
+from gnnbook.distributed.commands import register
+from gnnbook.distributed.config import TrainConfig
+from gnnbook.distributed.launcher import LaunchError, plan_job, read_host_file, render
+from gnnbook.distributed.partition import PartitionError, load_partition, partition_dataset, read_config
 
 
 @pytest.fixture(scope="module")
@@ -114,7 +114,7 @@ def test_dist_train_dry_run_cli(tmp_path, parts, capsys):
                "--workdir", str(tmp_path / "jobs"))
     assert args.func(args) == 0
     out = capsys.readouterr().out
-    assert out.count("ssh ") == 4 and "gnnbook.dist.trainer" in out and "--epochs 3" in out
+    assert out.count("ssh ") == 4 and "gnnbook.distributed.trainer" in out and "--epochs 3" in out
 
 
 def test_cli_errors_are_one_paragraph(tmp_path, capsys):

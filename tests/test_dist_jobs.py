@@ -21,14 +21,14 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gnnbook.dist import emulation
-from gnnbook.dist.baseline import train_single_process
-from gnnbook.dist.cluster import Cluster, LocalCluster
-from gnnbook.dist.commands import BASELINE_SEEDS
-from gnnbook.dist.config import TrainConfig
-from gnnbook.dist.launcher import Job, JobFailed, LaunchError, plan_job
-from gnnbook.dist.netns import netns_available
-from gnnbook.dist.partition import partition_dataset
+from gnnbook.distributed import emulation
+from gnnbook.distributed.baseline import train_single_process
+from gnnbook.distributed.cluster import Cluster, LocalCluster
+from gnnbook.distributed.commands import BASELINE_SEEDS
+from gnnbook.distributed.config import TrainConfig
+from gnnbook.distributed.launcher import Job, JobFailed, LaunchError, plan_job
+from gnnbook.distributed.netns import netns_available
+from gnnbook.distributed.partition import partition_dataset
 
 @pytest.fixture(scope="module")
 def cora2(tmp_path_factory) -> Path:
@@ -204,7 +204,7 @@ def test_two_hosts_in_network_namespaces(cora2):
 def test_standalone_gat_in_one_process(tmp_path):
     """Standalone mode: one process, a one-partition config, no servers."""
     config = partition_dataset("cora", 1, "random", tmp_path / "one")
-    code = ("import json, sys; from gnnbook.dist import train_standalone, TrainConfig; "
+    code = ("import json, sys; from gnnbook.distributed import train_standalone, TrainConfig; "
             "r = train_standalone(sys.argv[1], TrainConfig(model='gat', epochs=1, eval_batch_size=1024)); "
             "print(json.dumps({k: r[k] for k in ('mode', 'test_acc', 'steps_per_trainer', 'feature_rows')}))")
     done = subprocess.run([sys.executable, "-c", code, str(config)], capture_output=True, text=True, timeout=120)

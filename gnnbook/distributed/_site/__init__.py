@@ -1,3 +1,3 @@
 """Holds ``sitecustomize.py``, which the launcher puts on PYTHONPATH (this folder,
 not the package) so that every process of an emulated machine adapts DGL; see
-:mod:`gnnbook.dist.emulation`.  A package only so that it ships with gnnbook."""
+:mod:`gnnbook.distributed.emulation`.  A package only so that it ships with gnnbook."""

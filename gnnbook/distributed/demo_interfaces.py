@@ -1,6 +1,6 @@
-"""DistDGL's data interfaces, exercised for real: ``python -m gnnbook.dist.demo_interfaces``.
+"""DistDGL's data interfaces, exercised for real: ``python -m gnnbook.distributed.demo_interfaces``.
 
-A DistDGL script like :mod:`gnnbook.dist.trainer`, run by the launcher in every
+A DistDGL script like :mod:`gnnbook.distributed.trainer`, run by the launcher in every
 server and trainer process (chapter 8.3.2).  Each trainer
 
 1. opens the :class:`dgl.distributed.DistGraph` and reads, through the
@@ -20,7 +20,7 @@ compares it with the partition files.
 
 Example:
     >>> with LocalCluster(cached_partition("cora", 2)) as cluster:  # doctest: +SKIP
-    ...     cluster.run([sys.executable, "-m", "gnnbook.dist.demo_interfaces", "--part-config", cfg, "--out", "x.json"])
+    ...     cluster.run([sys.executable, "-m", "gnnbook.distributed.demo_interfaces", "--part-config", cfg, "--out", "x.json"])
 """
 from __future__ import annotations
 

@@ -16,9 +16,9 @@ of through ``torch.distributed.run`` so that one supervisor
 Three ways to place machine m (partition m):
 
 - ``local``: every machine on this host, servers on 127.0.0.1 with ports
-  chosen free, and the adaptation of :mod:`gnnbook.dist.emulation` (no root);
+  chosen free, and the adaptation of :mod:`gnnbook.distributed.emulation` (no root);
 - ``netns``: every machine a network + mount namespace of this host with its
-  own IP (root; :mod:`gnnbook.dist.netns`), stock DGL;
+  own IP (root; :mod:`gnnbook.distributed.netns`), stock DGL;
 - ``cluster``: a host file in DGL's ip_config format (``IP [PORT]`` per line),
   every process started with ``ssh`` on its host; the working directory and
   Python path must be the same on every host, as with DGL's launcher.
@@ -177,7 +177,7 @@ def plan_job(part_config: str | Path, command: list[str], num_trainers: int = 1,
         master_port = master_port or free_port_block(1, avoid=used)
     elif mode == "netns":
         if not netns_machines or len(netns_machines) < num_parts:
-            raise LaunchError(f"netns mode needs {num_parts} namespaces (one per partition); see gnnbook.dist.netns")
+            raise LaunchError(f"netns mode needs {num_parts} namespaces (one per partition); see gnnbook.distributed.netns")
         machines = netns_machines[:num_parts]
         master_port = master_port or 29500
     else:

@@ -1,6 +1,6 @@
-"""The DistDGL trainer: ``python -m gnnbook.dist.trainer --part-config CFG ...``.
+"""The DistDGL trainer: ``python -m gnnbook.distributed.trainer --part-config CFG ...``.
 
-Run by the launcher (:mod:`gnnbook.dist.launcher`) in every server and
+Run by the launcher (:mod:`gnnbook.distributed.launcher`) in every server and
 trainer process, like any DistDGL script: in a server
 ``dgl.distributed.initialize`` serves its partition and never returns; in a
 trainer it connects to all servers.  Then each trainer

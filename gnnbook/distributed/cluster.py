@@ -3,13 +3,13 @@
 ``LocalCluster`` places one emulated machine per partition on this host
 (``mode="local"``, no root needed; or ``mode="netns"``, one network namespace
 per machine, root only); ``Cluster`` takes a host file and starts everything
-over ssh.  Both run :mod:`gnnbook.dist.trainer` with :meth:`train` or any
+over ssh.  Both run :mod:`gnnbook.distributed.trainer` with :meth:`train` or any
 DistDGL script with :meth:`run`, and leave nothing behind: on leaving the
 ``with`` block (or on any failure) every process is gone, the job's
 shared-memory segments are removed, and namespaces are torn down.
 
 Example:
-    >>> from gnnbook.dist import LocalCluster, TrainConfig, cached_partition
+    >>> from gnnbook.distributed import LocalCluster, TrainConfig, cached_partition
     >>> config = cached_partition("cora", 2)                                    # doctest: +SKIP
     >>> with LocalCluster(config, num_trainers=2) as cluster:                   # doctest: +SKIP
     ...     result = cluster.train(TrainConfig(epochs=20))
@@ -80,7 +80,7 @@ class LocalCluster:
             self._workdir = None
 
     def plan(self, command: list[str], workdir: Path | None = None) -> JobPlan:
-        """What :meth:`run` would start (see :func:`gnnbook.dist.launcher.render`)."""
+        """What :meth:`run` would start (see :func:`gnnbook.distributed.launcher.render`)."""
         self.jobs += 1
         return plan_job(self.part_config, command, self.num_trainers, self.num_servers, self.num_samplers,
                         mode=self.mode, hosts=self.hosts, workdir=workdir or self.workdir / f"job{self.jobs}",
@@ -94,12 +94,12 @@ class LocalCluster:
 
     def run(self, command: list[str]) -> dict[str, int]:
         """Run any DistDGL script (``[python, script.py, args...]``) on the cluster;
-        return every process's exit code or raise :class:`~gnnbook.dist.launcher.JobFailed`."""
+        return every process's exit code or raise :class:`~gnnbook.distributed.launcher.JobFailed`."""
         with self.start(command) as job:
             return job.wait()
 
     def trainer_command(self, config: TrainConfig) -> list[str]:
-        return [sys.executable, "-m", "gnnbook.dist.trainer", "--part-config", str(self.part_config), *config.to_argv()]
+        return [sys.executable, "-m", "gnnbook.distributed.trainer", "--part-config", str(self.part_config), *config.to_argv()]
 
     def train(self, config: TrainConfig | dict[str, Any] | None = None) -> dict[str, Any]:
         """Run the gnnbook trainer; return its JSON result (plus ``wall_seconds``)."""

@@ -52,7 +52,7 @@ def _sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
 
 
 class EmulatedHosts:
-    """``num_machines`` namespaces, each a :class:`~gnnbook.dist.launcher.Machine`."""
+    """``num_machines`` namespaces, each a :class:`~gnnbook.distributed.launcher.Machine`."""
 
     def __init__(self, num_machines: int, port: int = 30050):
         reason = netns_available()

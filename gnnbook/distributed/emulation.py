@@ -12,7 +12,7 @@ partitions share a host:
    host overwrite each other's segments.
 
 The launcher solves both by setting two variables for every process of an
-emulated machine, and putting :mod:`gnnbook.dist._site` on ``PYTHONPATH``:
+emulated machine, and putting :mod:`gnnbook.distributed._site` on ``PYTHONPATH``:
 
 - ``GNNBOOK_MACHINE_ID``: the machine id the client reports (instead of the
   IP-address lookup);
@@ -27,7 +27,7 @@ imported.  Nothing else in DGL changes, and the prefix makes every segment of
 a job recognisable, so the launcher can delete exactly the job's segments
 (:func:`remove_segments`) after a crash.
 
-With root, :mod:`gnnbook.dist.netns` runs stock DGL instead: one network and
+With root, :mod:`gnnbook.distributed.netns` runs stock DGL instead: one network and
 mount namespace (own IP, private ``/dev/shm``) per emulated machine.
 
 Example:

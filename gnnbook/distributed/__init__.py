@@ -3,38 +3,38 @@ remote feature fetches, on a laptop or on a cluster.
 
 Pieces, one module each:
 
-- :mod:`~gnnbook.dist.partition`: ``partition_dataset`` / ``cached_partition``
+- :mod:`~gnnbook.distributed.partition`: ``partition_dataset`` / ``cached_partition``
   (DGL's ``partition_graph``, METIS balancing training nodes and edges, or
   random) and ``load_partition`` (edge-cut fraction, replication factor,
   node / edge / training-node balance);
-- :mod:`~gnnbook.dist.launcher`: builds the processes of a job (servers and
+- :mod:`~gnnbook.distributed.launcher`: builds the processes of a job (servers and
   trainers with the environment DGL's own launcher gives them), runs them under
   :class:`gnnbook.procs.ProcessGroup` (fail fast, deadline, no orphans, shared
   memory removed), ``render`` for a dry run;
-- :mod:`~gnnbook.dist.emulation`: **the one place where DGL is adapted** so
+- :mod:`~gnnbook.distributed.emulation`: **the one place where DGL is adapted** so
   that K partitions run as K machines on one host without root (DGL 2.1.0
   assumes one partition per host: every client would think it is machine 0
   and the servers' shared-memory segments would collide).  The launcher sets a
   machine id and a per-job, per-machine shared-memory prefix in the
   environment, and a ``sitecustomize`` on ``PYTHONPATH`` applies both to DGL
   in every process of the job, an unmodified DistDGL script included;
-- :mod:`~gnnbook.dist.netns`: with root, each emulated machine is a network
+- :mod:`~gnnbook.distributed.netns`: with root, each emulated machine is a network
   namespace (own IP) plus a mount namespace (own ``/dev/shm``) instead, and
   stock DGL runs unadapted: the multi-host path, for real, on one host;
-- :mod:`~gnnbook.dist.trainer`: the DistDGL training script
-  (``python -m gnnbook.dist.trainer``): DistGraph, ``node_split`` with equal
+- :mod:`~gnnbook.distributed.trainer`: the DistDGL training script
+  (``python -m gnnbook.distributed.trainer``): DistGraph, ``node_split`` with equal
   step counts, DistNodeDataLoader, DistributedDataParallel over gloo,
   GraphSAGE or GAT, distributed evaluation, checkpoints and ``--resume``,
   local vs remote feature rows, a JSON result; ``train_standalone`` runs it
   in one process (notebook debugging);
-- :mod:`~gnnbook.dist.baseline`: the same model trained in one process with
+- :mod:`~gnnbook.distributed.baseline`: the same model trained in one process with
   plain DGL sampling, for comparison;
-- :mod:`~gnnbook.dist.cluster`: ``LocalCluster`` / ``Cluster``, the API a
-  notebook uses; :mod:`~gnnbook.dist.commands`: ``python -m gnnbook
+- :mod:`~gnnbook.distributed.cluster`: ``LocalCluster`` / ``Cluster``, the API a
+  notebook uses; :mod:`~gnnbook.distributed.commands`: ``python -m gnnbook
   partition | dist-train | launch``.
 
 Example:
-    >>> from gnnbook.dist import LocalCluster, TrainConfig, cached_partition  # doctest: +SKIP
+    >>> from gnnbook.distributed import LocalCluster, TrainConfig, cached_partition  # doctest: +SKIP
     >>> part_config = cached_partition("cora", num_parts=2)                  # doctest: +SKIP
     >>> with LocalCluster(part_config, num_trainers=2) as cluster:           # doctest: +SKIP
     ...     result = cluster.train(TrainConfig(model="sage", epochs=20))
@@ -63,7 +63,7 @@ __all__ = sorted(_EXPORTS)
 
 
 def __getattr__(name: str) -> Any:
-    # Lazy: the launcher's sitecustomize imports gnnbook.dist.emulation in every
+    # Lazy: the launcher's sitecustomize imports gnnbook.distributed.emulation in every
     # process of a job, which must not pay for importing DGL and torch here.
     if name in _EXPORTS:
         import importlib
