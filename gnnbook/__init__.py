@@ -10,6 +10,7 @@ distributed GNN training.  One idea per module, in layers:
   ``comm`` (byte-counting collectives, link cost model), ``parallel`` (data, model,
   pipeline, tensor, expert, sharded parallelism; BSP/ASP/SSP)
 - ``distributed``: the distributed DGL runtime (partition, launcher, trainer)
+- ``claims``: each notebook's published-vs-measured claims, one record for the course
 - ``viz`` and ``cli`` on top (``python -m gnnbook --help``)
 
 Example:

@@ -1,0 +1,84 @@
+"""Every notebook's published-vs-measured claims, recorded one way for the whole course.
+
+A notebook collects its claims in a :class:`Claims` table as it measures them,
+shows the table at the end, and (when papermill gives it a ``results_path``)
+writes it with its measured numbers as one JSON file.  ``make course`` and
+chapter 9 read those files back and print one table for the whole course.
+
+A claim row says what the paper states and where (``source``: paper, venue,
+table or figure), what the paper's number is (``published``), what this run
+measured (``measured``), and whether the check in the notebook held
+(``holds``).  The check itself stays an ``assert`` in the notebook, on the
+same condition that is passed as ``holds``.
+
+Example:
+    >>> claims = Claims("02_gnn_models")
+    >>> ok = claims.add("GCN on Cora", source="Kipf & Welling, ICLR'17, table 2",
+    ...                 published="81.5%", measured="81.8% (5 seeds)", holds=True)
+    >>> ok, claims.rows[0]["holds"]
+    (True, True)
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+FIELDS = ("claim", "source", "published", "measured", "holds")
+
+
+class Claims:
+    """The claims of one notebook, in the order they were checked."""
+
+    def __init__(self, notebook: str):
+        self.notebook = notebook
+        self.rows: list[dict[str, Any]] = []
+
+    def add(self, claim: str, *, source: str, published: str, measured: str, holds: bool) -> bool:
+        """Record one claim; returns ``holds`` so that a notebook can write
+        ``assert claims.add(..., holds=cond), message``."""
+        self.rows.append({"claim": claim, "source": source, "published": str(published),
+                          "measured": str(measured), "holds": bool(holds)})
+        return bool(holds)
+
+    def table(self):
+        """The claims as a pandas DataFrame (one row per claim)."""
+        import pandas as pd
+
+        return pd.DataFrame(self.rows, columns=list(FIELDS))
+
+    def write(self, results_path: str | os.PathLike | None, measured: dict[str, Any] | None = None) -> Path | None:
+        """Write ``{"notebook", "claims", "measured"}`` to ``results_path`` as JSON,
+        atomically (a temporary file renamed over the target, so a reader never
+        sees half a file).  Nothing happens when ``results_path`` is None."""
+        if results_path is None:
+            return None
+        return write_json_atomic(results_path, {"notebook": self.notebook, "claims": self.rows,
+                                                "measured": measured or {}})
+
+
+def write_json_atomic(path: str | os.PathLike, payload: Any) -> Path:
+    """Write ``payload`` as JSON to ``path`` through a temporary file and a rename."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(payload, indent=2, default=_jsonable))
+    tmp.replace(path)
+    return path
+
+
+def read_claims(path: str | os.PathLike) -> dict[str, Any]:
+    """Read one notebook's results file back; a file without claims gives an empty list."""
+    data = json.loads(Path(path).read_text())
+    data.setdefault("claims", [])
+    return data
+
+
+def _jsonable(value: Any) -> Any:
+    # numpy and torch scalars, paths and sets, as JSON understands them
+    if hasattr(value, "item"):
+        return value.item()
+    if isinstance(value, (set, tuple)):
+        return list(value)
+    return str(value)
