@@ -6,7 +6,15 @@ per machine, root only); ``Cluster`` takes a host file and starts everything
 over ssh.  Both run :mod:`gnnbook.distributed.trainer` with :meth:`train` or any
 DistDGL script with :meth:`run`, and leave nothing behind: on leaving the
 ``with`` block (or on any failure) every process is gone, the job's
-shared-memory segments are removed, and namespaces are torn down.
+shared-memory segments are removed, and namespaces are torn down; if the
+process that runs the cluster is killed (a restarted notebook kernel), the
+job's watchdog (:mod:`gnnbook.reaper`) does the same.  The folder of a job
+that failed is kept, and its path printed, so that its logs can be read.
+Each job has a folder of its own (``job<N>-<random>``), so that jobs sharing
+a working directory (``Cluster``'s ``./gnnbook-jobs``) never overwrite each other.
+
+The default deadline of :meth:`train` grows with the work
+(:func:`default_deadline_s`); :meth:`run` cannot know it and waits 600 s.
 
 Example:
     >>> from gnnbook.distributed import LocalCluster, TrainConfig, cached_partition
@@ -19,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import json
+import math
 import shutil
 import sys
 import tempfile
@@ -27,8 +36,35 @@ from pathlib import Path
 from typing import Any
 
 from .config import TrainConfig
-from .launcher import Job, JobPlan, LaunchError, plan_job, read_host_file, render
+from .launcher import Job, JobFailed, JobPlan, LaunchError, plan_job, read_host_file, render
 from .partition import read_config
+
+
+RUN_DEADLINE_S = 600.0  # any script: its work is unknown
+# The trainer's deadline: start-up of servers and trainers plus, per epoch,
+# evaluation and the training steps.  Measured on a loaded 2-core machine:
+# start-up ~40 s, ~5 s an epoch of 9 steps with one sampler each (Cora,
+# 2 machines x 2 trainers); these allow 3x that or more.
+START_S, EPOCH_S, STEP_S = 120.0, 10.0, 1.5
+
+
+def default_deadline_s(part_config: str | Path, config: TrainConfig, world_size: int) -> float:
+    """START_S + epochs x (EPOCH_S + STEP_S x steps per epoch), the steps
+    counted from the partitions' training nodes as the trainer splits them.
+
+    Example:
+        >>> default_deadline_s("cora2/cora.json", TrainConfig(epochs=20), 4)  # doctest: +SKIP
+        690.0
+    """
+    from dgl.data.utils import load_tensors
+
+    meta = read_config(part_config)
+    train = 0
+    for i in range(int(meta["num_parts"])):
+        tensors = load_tensors(str(Path(part_config).parent / meta[f"part-{i}"]["node_feats"]))
+        train += sum(int(v.sum()) for k, v in tensors.items() if k.endswith("train_mask"))
+    steps = math.ceil(train / max(1, world_size) / config.batch_size)
+    return START_S + config.epochs * (EPOCH_S + STEP_S * steps)
 
 
 class LocalCluster:
@@ -38,7 +74,7 @@ class LocalCluster:
     mode = "local"
 
     def __init__(self, part_config: str | Path, num_trainers: int = 1, num_servers: int = 1, num_samplers: int = 0,
-                 deadline_s: float = 600.0, workdir: str | Path | None = None, mode: str = "local",
+                 deadline_s: float | None = None, workdir: str | Path | None = None, mode: str = "local",
                  keep_workdir: bool = False, hosts: list[tuple[str, int | None]] | None = None):
         read_config(part_config)  # fail now, with a clear message, on a bad config
         for label, value in (("num_trainers", num_trainers), ("num_servers", num_servers)):
@@ -55,6 +91,7 @@ class LocalCluster:
         self._namespaces = None
         self.last_plan: JobPlan | None = None
         self.jobs = 0
+        self.kept: list[Path] = []  # folders of failed jobs, kept for their logs
 
     @property
     def workdir(self) -> Path:
@@ -76,38 +113,63 @@ class LocalCluster:
             self._namespaces.__exit__(*exc)
             self._namespaces = None
         if self._own_workdir and not self.keep_workdir and self._workdir is not None:
-            shutil.rmtree(self._workdir, ignore_errors=True)
+            kept = {p.resolve() for p in self.kept}
+            for entry in list(self._workdir.iterdir()):
+                if entry.resolve() not in kept:
+                    shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
+            if not kept:
+                shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
+
+    def new_job_dir(self) -> Path:
+        """A fresh folder for the next job: ``job<N>-<random>`` in :attr:`workdir`."""
+        self.jobs += 1
+        return Path(tempfile.mkdtemp(prefix=f"job{self.jobs}-", dir=self.workdir))
 
     def plan(self, command: list[str], workdir: Path | None = None) -> JobPlan:
         """What :meth:`run` would start (see :func:`gnnbook.distributed.launcher.render`)."""
-        self.jobs += 1
         return plan_job(self.part_config, command, self.num_trainers, self.num_servers, self.num_samplers,
-                        mode=self.mode, hosts=self.hosts, workdir=workdir or self.workdir / f"job{self.jobs}",
+                        mode=self.mode, hosts=self.hosts, workdir=workdir or self.new_job_dir(),
                         netns_machines=self._namespaces.machines if self._namespaces else None)
 
-    def start(self, command: list[str]) -> Job:
+    def start(self, command: list[str], workdir: Path | None = None, deadline_s: float | None = None) -> Job:
         """Start a job and return it running (for tests that kill a process);
         use it as a context manager so that it is always stopped."""
-        self.last_plan = self.plan(command)
-        return Job(self.last_plan, self.deadline_s).start()
+        self.last_plan = self.plan(command, workdir)
+        job = Job(self.last_plan, deadline_s or self.deadline_s or RUN_DEADLINE_S)
+        # If this process is killed, the watchdog removes what __exit__ would have.
+        if self._own_workdir and not self.keep_workdir:
+            job.group.remove_on_death(self.workdir)
+        for step in self._namespaces._done if self._namespaces else []:  # in set-up order
+            job.group.undo_on_death(["rm", "-rf", step[1]] if step[0] == "rmdir" else list(step))
+        return job.start()
 
-    def run(self, command: list[str]) -> dict[str, int]:
+    def run(self, command: list[str], workdir: Path | None = None, deadline_s: float | None = None) -> dict[str, int]:
         """Run any DistDGL script (``[python, script.py, args...]``) on the cluster;
-        return every process's exit code or raise :class:`~gnnbook.distributed.launcher.JobFailed`."""
-        with self.start(command) as job:
-            return job.wait()
+        return every process's exit code or raise :class:`~gnnbook.distributed.launcher.JobFailed`
+        (the job's folder, with its logs, is then kept and its path printed)."""
+        try:
+            with self.start(command, workdir, deadline_s) as job:
+                return job.wait()
+        except JobFailed:
+            self.kept.append(self.last_plan.workdir)
+            print(f"logs of the failed job kept in {self.last_plan.workdir / 'logs'}", file=sys.stderr)
+            raise
 
     def trainer_command(self, config: TrainConfig) -> list[str]:
         return [sys.executable, "-m", "gnnbook.distributed.trainer", "--part-config", str(self.part_config), *config.to_argv()]
 
     def train(self, config: TrainConfig | dict[str, Any] | None = None) -> dict[str, Any]:
-        """Run the gnnbook trainer; return its JSON result (plus ``wall_seconds``)."""
+        """Run the gnnbook trainer; return its JSON result (plus ``wall_seconds``).
+        Without a ``deadline_s``, the deadline is :func:`default_deadline_s`."""
         config = config if isinstance(config, TrainConfig) else TrainConfig(**(config or {}))
-        out = self.workdir / f"result{self.jobs + 1}.json"
+        folder = self.new_job_dir()
+        out = folder / "result.json"
         config = TrainConfig(**{**config.to_dict(), "out": str(out)})
+        world = self.num_trainers * int(read_config(self.part_config)["num_parts"])
+        deadline = self.deadline_s or default_deadline_s(self.part_config, config, world)
         start = time.perf_counter()
-        self.run(self.trainer_command(config))
+        self.run(self.trainer_command(config), folder, deadline)
         result = json.loads(out.read_text())
         result["wall_seconds"] = time.perf_counter() - start
         return result

@@ -164,7 +164,9 @@ def _add_job_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--hosts", help="host file (one 'IP [PORT]' line per machine): run over ssh")
     parser.add_argument("--mode", choices=("local", "netns"), default="local",
                         help="local: emulated machines in this host (no root); netns: one network namespace each (root)")
-    parser.add_argument("--deadline", type=float, default=600.0, help="seconds before the whole job is stopped")
+    parser.add_argument("--deadline", type=float, default=None,
+                        help="seconds before the whole job is stopped (default: dist-train from the epochs and "
+                        "steps, launch 600)")
     parser.add_argument("--dry-run", action="store_true", help="print every command with its environment; run nothing")
     parser.add_argument("--workdir", help="folder for ip_config, logs and results (default: a temporary folder; "
                         "with --hosts: ./gnnbook-jobs, which must be on a file system every host shares)")

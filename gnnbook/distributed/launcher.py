@@ -25,8 +25,11 @@ Three ways to place machine m (partition m):
 
 Fail fast: the first process that exits non-zero or dies stops the job (all
 processes are killed), a server that exits while trainers still run stops it
-after 10 s, a global deadline stops a hang, and the job's shared-memory
-segments are removed.  :class:`JobFailed` names the process and shows its log.
+after 10 s, a trainer that exits 0 while its peers still run stops it after
+30 s, a global deadline stops a hang (after a stack dump of every process into
+its log), and the job's shared-memory segments are removed.  If the
+launching process itself is killed, :mod:`gnnbook.reaper` does the same.
+:class:`JobFailed` names the process and shows its log; the logs are kept.
 
 Example:
     >>> plan = plan_job("cora.json", ["python", "train.py"], num_parts=2, num_trainers=1)  # doctest: +SKIP
@@ -48,7 +51,9 @@ from ..procs import ProcessFailed, ProcessGroup
 from . import emulation
 
 MODES = ("local", "netns", "cluster")
-SSH = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "StrictHostKeyChecking=accept-new"]
+# Keep-alives: a lost link fails the ssh session (and the job) within a minute.
+SSH = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "StrictHostKeyChecking=accept-new",
+       "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4"]
 
 
 class LaunchError(ValueError):
@@ -246,12 +251,16 @@ def render(plan: JobPlan) -> str:
 
 class Job:
     """A running job: :meth:`start`, then :meth:`wait` (or use it as a context
-    manager, which always stops everything and removes shared memory)."""
+    manager, which always stops everything and removes shared memory).  A
+    start that fails half-way (a process that cannot start, a Ctrl-C) stops
+    what was started."""
 
-    def __init__(self, plan: JobPlan, deadline_s: float = 600.0, server_exit_grace_s: float = 10.0):
+    def __init__(self, plan: JobPlan, deadline_s: float = 600.0, server_exit_grace_s: float = 10.0,
+                 peer_exit_grace_s: float = 30.0):
         self.plan = plan
         self.group = ProcessGroup(deadline_s, log_dir=plan.workdir / "logs", grace_s=10.0,
-                                  on_cleanup=self.cleanup, background_exit_grace_s=server_exit_grace_s)
+                                  on_cleanup=self.cleanup, background_exit_grace_s=server_exit_grace_s,
+                                  peer_exit_grace_s=peer_exit_grace_s, tag=plan.job_tag)
         self.removed_segments: list[str] = []
         self.started = False
 
@@ -259,9 +268,15 @@ class Job:
         if self.started:
             return self
         self.started = True
-        for p in self.plan.processes:  # servers first: they are listed first
-            self.group.start(p.name, p.full_argv, env=None if self.plan.machines[p.machine].remote else p.env,
-                             background=p.role == "server")
+        try:
+            if plan_made_workdir(self.plan):
+                self.group.remove_on_death(self.plan.workdir)
+            for p in self.plan.processes:  # servers first: they are listed first
+                self.group.start(p.name, p.full_argv, env=None if self.plan.machines[p.machine].remote else p.env,
+                                 background=p.role == "server")
+        except BaseException:
+            self.close()
+            raise
         return self
 
     def pid(self, name: str) -> int:
@@ -287,12 +302,22 @@ class Job:
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=20, check=False)
         elif self.plan.mode == "local":
             self.removed_segments += emulation.remove_segments(self.plan.job_tag)
+        self.removed_segments += self.group.removed_segments
+
+    def close(self) -> None:
+        """Stop every process, remove shared memory, disarm the watchdog."""
+        self.group.__exit__(None, None, None)
 
     def __enter__(self) -> "Job":
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.group.__exit__(*exc)
+
+
+def plan_made_workdir(plan: JobPlan) -> bool:
+    """Whether the plan's folder is the temporary one :func:`plan_job` made."""
+    return plan.workdir.resolve().parent == Path(tempfile.gettempdir()).resolve() and plan.workdir.name.startswith("gnnbook-dist-")
 
 
 def run_job(plan: JobPlan, deadline_s: float = 600.0) -> dict[str, int]:

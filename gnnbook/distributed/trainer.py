@@ -218,8 +218,8 @@ def main(argv: list[str] | None = None) -> int:
     TrainConfig.add_arguments(parser)
     args = parser.parse_args(argv)
     config = TrainConfig.from_args(args)
-    # When the launcher stops a hung job (SIGTERM first), the log shows where each thread was.
-    faulthandler.register(signal.SIGTERM, chain=True)
+    # The launcher sends SIGUSR1 before it stops a hung job: the log shows where each thread was.
+    faulthandler.register(signal.SIGUSR1, all_threads=True)
     dgl.distributed.initialize(args.ip_config or os.environ.get("DGL_IP_CONFIG", ""))  # a server stays here
     if _distributed():
         dist.init_process_group("gloo")
