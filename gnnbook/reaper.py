@@ -10,7 +10,7 @@ so that a job started inside another job's process (a notebook kernel run
 by a test) is found by both.
 
 The job's shared memory is found the same way: the ``/dev/shm`` files that
-its processes map (``/proc/<pid>/maps``), among them the named semaphores of
+its processes map (``/proc/<pid>/maps``, by inode), among them the named semaphores of
 Python's multiprocessing (``sem.mp-*``), which carry no job name.  Only
 names a process creates for itself with a random suffix are ever removed
 (:data:`OWN_SHM_PREFIXES`, plus any name holding the job's tag), never a
@@ -75,8 +75,12 @@ def job_pids(tag: str) -> list[int]:
 
 
 def shm_mapped(pids: list[int], tag: str = "") -> set[str]:
-    """The removable ``/dev/shm`` names these processes map (see :data:`OWN_SHM_PREFIXES`)."""
-    names = set()
+    """The removable ``/dev/shm`` names these processes map (see :data:`OWN_SHM_PREFIXES`).
+
+    Matched by inode: a mapping shows the name the file had when it was
+    mapped, which for a semaphore is glibc's temporary ``sem.XXXXXX``, not
+    the ``sem.mp-*`` it was renamed to."""
+    inodes = set()
     for pid in pids:
         try:
             with open(f"/proc/{pid}/maps") as handle:
@@ -85,12 +89,12 @@ def shm_mapped(pids: list[int], tag: str = "") -> set[str]:
             continue
         for line in lines:
             fields = line.split(maxsplit=5)
-            path = fields[5] if len(fields) == 6 else ""
-            if path.startswith(f"{SHM_DIR}/") and not path.endswith("(deleted)"):
-                name = path[len(str(SHM_DIR)) + 1:]
-                if name.startswith(OWN_SHM_PREFIXES) or (tag and tag in name):
-                    names.add(name)
-    return names
+            if len(fields) == 6 and fields[5].startswith(f"{SHM_DIR}/"):
+                inodes.add(int(fields[4]))
+    if not inodes or not SHM_DIR.is_dir():
+        return set()
+    return {entry.name for entry in os.scandir(SHM_DIR) if entry.inode() in inodes
+            and (entry.name.startswith(OWN_SHM_PREFIXES) or (tag and tag in entry.name))}
 
 
 def catches(pid: int, sig: int) -> bool:

@@ -1,6 +1,11 @@
-"""gnnbook.procs: fail fast, deadline, nothing left behind."""
+"""gnnbook.procs: fail fast, deadline, nothing left behind (even when the
+supervisor itself is killed), stack dumps of a hang."""
+import os
+import signal
+import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -65,3 +70,110 @@ def test_background_servers_get_stopped_after_foreground_finishes():
         codes = group.wait()
     assert codes["client"] == 0 and codes["server"] != 0
     assert not _descendants()
+
+
+# --- the supervisor itself killed; grandchildren that escaped the process group ---
+
+def _procs_with(text: str) -> list[int]:
+    """Live processes whose environment mentions ``text`` (read here, not by gnnbook)."""
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.status() != psutil.STATUS_ZOMBIE and any(text in f"{k}={v}" for k, v in proc.environ().items()):
+                found.append(proc.pid)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return found
+
+
+def _shm_of(pids: list[int]) -> set[str]:
+    """/dev/shm entries these processes map, by inode (a semaphore is mapped
+    under glibc's temporary name, then renamed)."""
+    inodes = set()
+    for pid in pids:
+        try:
+            inodes |= {int(line.split()[4]) for line in open(f"/proc/{pid}/maps") if " /dev/shm/" in line}
+        except OSError:
+            pass
+    return {e.name for e in os.scandir("/dev/shm") if e.inode() in inodes}
+
+
+# A member that leaves a grandchild in a session of its own (out of reach of
+# killpg) and holds a multiprocessing semaphore (/dev/shm/sem.mp-*, freed by
+# nobody once its resource tracker is killed).
+MEMBER = """
+import multiprocessing as mp, os, subprocess, sys, time
+lock = mp.get_context("spawn").Lock()
+subprocess.Popen([sys.executable, "-c", "import os, time; os.setsid(); time.sleep(600)"])
+print("ready", flush=True)
+time.sleep(600)
+"""
+SUPERVISOR = """
+import sys, time
+from gnnbook.procs import ProcessGroup
+group = ProcessGroup(60, log_dir=sys.argv[1], on_cleanup=lambda: open(sys.argv[1] + "/cleaned", "w").close())
+with group:
+    group.start("member", [sys.executable, "-c", sys.argv[2]])
+    print(group.tag, flush=True)
+    group.wait()
+"""
+
+
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
+def test_killed_supervisor_leaves_no_process_and_no_segment(tmp_path, sig):
+    parent = subprocess.Popen([PY, "-c", SUPERVISOR, str(tmp_path), MEMBER], stdout=subprocess.PIPE, text=True)
+    try:
+        tag = parent.stdout.readline().strip()
+        end = time.monotonic() + 30
+        while "ready" not in (tmp_path / "member.log").read_text() and time.monotonic() < end:
+            time.sleep(0.1)
+        pids = _procs_with(tag)
+        shm = _shm_of(pids)
+        assert len(pids) >= 3 and any(s.startswith("sem.mp-") for s in shm), (pids, shm)  # member, tracker, grandchild
+        time.sleep(1.5)  # the watchdog records the job's segments every second
+        os.kill(parent.pid, getattr(signal, sig))
+        parent.wait(10)
+        killed = time.monotonic()
+        while _procs_with(tag) and time.monotonic() - killed < 10:
+            time.sleep(0.2)
+        assert _procs_with(tag) == [], f"processes of the job left 10 s after {sig} of its supervisor"
+        assert [s for s in shm if (Path("/dev/shm") / s).exists()] == []
+        assert parent.returncode == -getattr(signal, sig)  # SIGTERM: cleaned up, then died of it
+        assert (tmp_path / "cleaned").exists() == (sig == "SIGTERM")
+    finally:
+        parent.kill()
+        for pid in _procs_with(tag) if "tag" in locals() and tag else []:
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_a_peer_that_exits_0_does_not_leave_the_others_waiting():
+    start = time.monotonic()
+    with pytest.raises(ProcessFailed, match="'done' exited with code 0 but waiting still ran 1 s later"):
+        with ProcessGroup(deadline_s=60, peer_exit_grace_s=1) as group:
+            group.start("done", [PY, "-c", "pass"])
+            group.start("waiting", [PY, "-c", "import time; time.sleep(600)"])
+            group.wait()
+    assert time.monotonic() - start < 10
+    assert not _descendants()
+
+
+HANG = """
+import faulthandler, signal, time
+faulthandler.register(signal.SIGUSR1, all_threads=True)
+def stuck_in_here():
+    time.sleep(600)
+print("hanging", flush=True)
+stuck_in_here()
+"""
+
+
+def test_a_hang_dumps_its_stack_before_it_is_killed(tmp_path):
+    with pytest.raises(ProcessFailed, match="deadline of 3 s passed") as failure:
+        with ProcessGroup(deadline_s=3, log_dir=tmp_path) as group:
+            group.start("hang", [PY, "-c", HANG])
+            group.start("plain", [PY, "-c", "import time; time.sleep(600)"])  # no handler: not signalled
+            group.wait()
+    log = (tmp_path / "hang.log").read_text()
+    assert "hanging" in log and "in stuck_in_here" in log, log
+    assert "stuck_in_here" in str(failure.value)
+    assert group.members[1].popen.returncode in (-signal.SIGTERM, -signal.SIGKILL)
