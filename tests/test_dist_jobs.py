@@ -10,11 +10,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -35,16 +38,73 @@ def cora2(tmp_path_factory) -> Path:
     return partition_dataset("cora", 2, "metis", tmp_path_factory.mktemp("jobs") / "cora2")
 
 
+# Every job this test process starts is tagged gnnbook<our pid>x<random> (the
+# tag is in every job process's environment and in its segments' names), so
+# the checks below see our jobs only, not those of anyone else on the host.
+OUR_JOBS = f"gnnbook{os.getpid()}x"
+
+
+def job_processes(tag: str) -> list[int]:
+    """Live processes whose environment mentions ``tag``, re-parented or not (read from /proc here)."""
+    found, needle = [], tag.encode()
+    for entry in os.scandir("/proc"):
+        if entry.name.isdigit() and int(entry.name) != os.getpid():
+            try:
+                with open(f"/proc/{entry.name}/environ", "rb") as handle:
+                    if needle in handle.read():
+                        found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+def shm_mapped_by(pids: list[int]) -> set[str]:
+    """/dev/shm entries these processes map (by inode: semaphores are mapped under a temporary name)."""
+    inodes = set()
+    for pid in pids:
+        try:
+            inodes |= {int(line.split()[4]) for line in open(f"/proc/{pid}/maps") if " /dev/shm/" in line}
+        except OSError:
+            pass
+    return {e.name for e in os.scandir("/dev/shm") if e.inode() in inodes} if inodes else set()
+
+
+class JobWatch:
+    """Samples, while a test runs, the processes of the jobs tagged ``tag`` and
+    the /dev/shm entries they map; :meth:`leftovers` lists what is still there."""
+
+    def __init__(self, tag: str):
+        self.tag, self.seen_pids, self.seen_shm = tag, set(), set()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.5):
+            pids = job_processes(self.tag)
+            self.seen_pids.update(pids)
+            self.seen_shm |= shm_mapped_by(pids)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def leftovers(self) -> tuple[list[int], list[str]]:
+        shm = [n for n in self.seen_shm if (emulation.SHM_DIR / n).exists()]
+        shm += [p.name for p in emulation.SHM_DIR.iterdir() if self.tag in p.name and p.name not in shm]
+        return job_processes(self.tag), shm
+
+
 @pytest.fixture(autouse=True)
 def nothing_left_behind():
-    before = {p.name for p in emulation.SHM_DIR.iterdir()} if emulation.SHM_DIR.is_dir() else set()
-    yield
-    children = psutil.Process().children(recursive=True)
-    leaked = [p.name for p in emulation.SHM_DIR.iterdir() if p.name.startswith("gnnbook") and p.name not in before]
-    for child in children:  # clean up before failing, never leave a process
-        child.kill()
-    assert not children, f"processes left running: {children}"
-    assert not leaked, f"shared-memory segments left: {leaked}"
+    watch = JobWatch(OUR_JOBS)
+    yield watch
+    watch.stop()
+    pids, shm = watch.leftovers()
+    for pid in pids:  # clean up before failing, never leave a process
+        os.kill(pid, signal.SIGKILL)
+    assert not pids, f"processes of this test's jobs left running: {pids}"
+    assert not shm, f"shared-memory segments of this test's jobs left: {shm}"
 
 
 def processes_mentioning(text: str) -> list[str]:
@@ -71,12 +131,18 @@ def test_dist_train_acceptance(tmp_path):
     one process, in under 2 minutes, nothing left behind."""
     env = {**os.environ, "GNNBOOK_DATA_DIR": str(tmp_path)}
     start = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "gnnbook", "dist-train", "--dataset", "cora", "--num-parts", "2",
-                           "--num-trainers", "2", "--epochs", "20", "--json", "--deadline", "200"],
-                          capture_output=True, text=True, env=env, timeout=280)
+    launcher = subprocess.Popen([sys.executable, "-m", "gnnbook", "dist-train", "--dataset", "cora", "--num-parts", "2",
+                                 "--num-trainers", "2", "--epochs", "20", "--json", "--deadline", "200"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    watch = JobWatch(f"gnnbook{launcher.pid}x")  # its jobs' tag: /dev/shm looked at here, not by gnnbook
+    try:
+        stdout, stderr = launcher.communicate(timeout=280)
+    finally:
+        launcher.kill()
+        watch.stop()
     seconds = time.monotonic() - start
-    assert done.returncode == 0, done.stderr[-5000:]
-    result = json.loads(done.stdout)
+    assert launcher.returncode == 0, stderr[-5000:]
+    result = json.loads(stdout)
     print(f"dist-train: {seconds:.0f} s, test {result['test_acc']:.3f} vs single {result['single_process']['test_acc_mean']:.3f}")
     assert seconds < 180  # 2 minutes on a quiet machine; slack for a shared CI core
     single = result["single_process"]
@@ -87,7 +153,8 @@ def test_dist_train_acceptance(tmp_path):
     assert result["single_process"]["steps_per_epoch"] == result["steps_per_epoch"]
     rows = result["feature_rows"]
     assert 0 < rows["remote_fraction"] < 0.5 and all(r > 0 for r in rows["local"])
-    assert result["shm_segments_left"] == []
+    assert len(watch.seen_pids) >= 6 and watch.seen_shm  # 2 servers + 4 trainers, their segments
+    assert watch.leftovers() == ([], [])
     assert processes_mentioning(str(tmp_path)) == []
     assert (tmp_path / "partitions" / "cora-metis-2" / "cora.json").is_file()
     assert not [p for p in (tmp_path / "partitions").iterdir() if p.name.startswith(".")]
@@ -106,6 +173,13 @@ def test_killed_process_stops_the_job(cora2, victim):
         assert failure.value.name == victim and "SIGKILL" in str(failure.value)
         assert all(m.popen.poll() is not None for m in job.group.members)
         assert emulation.job_segments(job.plan.job_tag) == []
+    logs = job.plan.workdir / "logs"  # the failed job's logs outlive the cluster, and the message names them
+    assert str(logs) in str(failure.value) and (logs / f"{victim}.log").is_file()
+    shutil.rmtree(cluster_root(job))
+
+
+def cluster_root(job: Job) -> Path:
+    return job.plan.workdir.parent
 
 
 def test_taken_port(cora2, tmp_path):
@@ -139,8 +213,8 @@ def test_unreachable_host_fails_fast(cora2, tmp_path):
     assert time.monotonic() - start < 40
 
 
-def test_global_deadline_stops_a_hang(cora2):
-    with LocalCluster(cora2, num_trainers=1, deadline_s=4) as cluster:
+def test_global_deadline_stops_a_hang(cora2, tmp_path):
+    with LocalCluster(cora2, num_trainers=1, deadline_s=4, workdir=tmp_path) as cluster:
         start = time.monotonic()
         with pytest.raises(JobFailed, match="deadline of 4 s passed"):
             cluster.run([sys.executable, "-c", "import time; time.sleep(600)"])
@@ -151,7 +225,7 @@ def test_resume_after_a_crash(cora2, tmp_path):
     # 10 epochs, so that both runs end past the steep start of the learning
     # curve, where a few steps more or less move Cora's accuracy by points.
     config = TrainConfig(epochs=10, checkpoint_dir=str(tmp_path / "ckpt"), fail_after_epoch=3)
-    with LocalCluster(cora2, num_trainers=1, deadline_s=120) as cluster:
+    with LocalCluster(cora2, num_trainers=1, deadline_s=120, workdir=tmp_path / "w") as cluster:
         with pytest.raises(JobFailed) as failure:
             cluster.train(config)
         assert failure.value.name == "trainer-m0-r0" and "SIGKILL" in str(failure.value)
@@ -188,6 +262,157 @@ def test_unmodified_distdgl_script(cora2, tmp_path):
     rows = sorted((tmp_path / f"rank{r}.txt").read_text().split() for r in range(2))
     assert [r[0] for r in rows] == ["0", "1"]  # each trainer is on its own machine's partition
     assert all(r[2] == "140" and r[3] == "1433" for r in rows)
+
+
+def wait_until(condition, timeout: float, what: str) -> None:
+    end = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < end, f"timed out waiting for {what}"
+        time.sleep(0.2)
+
+
+@pytest.mark.parametrize("sig", ["SIGKILL", "SIGTERM"])
+def test_killed_launcher_leaves_nothing(cora2, sig):
+    """The launcher of a job with sampler processes killed: 10 s later no
+    process of the job, none of its segments or semaphores, no temporary folder."""
+    launcher = subprocess.Popen([sys.executable, "-m", "gnnbook", "dist-train", "--part-config", str(cora2),
+                                 "--num-trainers", "2", "--num-samplers", "1", "--epochs", "500", "--no-baseline",
+                                 "--deadline", "300"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    tag = f"gnnbook{launcher.pid}x"
+    watch = JobWatch(tag)
+    try:
+        # 2 servers, 4 trainers, their 4 samplers and multiprocessing's trackers
+        wait_until(lambda: len(job_processes(tag)) >= 14 and any(s.startswith("sem.mp-") for s in watch.seen_shm),
+                   150, "the job's sampler processes")
+        time.sleep(1.5)  # the watchdog records the job's segments once a second
+        workdirs = {Path(line.split("=", 1)[1]).parent.parent for line in
+                    open(f"/proc/{job_processes(tag)[0]}/environ").read().split("\0") if line.startswith("DGL_IP_CONFIG=")}
+        os.kill(launcher.pid, getattr(signal, sig))
+        killed = time.monotonic()
+        launcher.wait(10)
+        wait_until(lambda: not job_processes(tag) or time.monotonic() - killed > 10, 12, "")
+        watch.stop()
+        pids, shm = watch.leftovers()
+        print(f"{sig}: {len(watch.seen_pids)} processes and {len(watch.seen_shm)} segments seen; "
+              f"{time.monotonic() - killed:.1f} s later {len(pids)} processes and {len(shm)} segments left")
+        assert len(watch.seen_pids) >= 14
+        assert (pids, shm) == ([], []), f"10 s after {sig} of the launcher"
+        assert all(str(w).startswith(tempfile.gettempdir()) and not w.exists() for w in workdirs), workdirs
+        assert launcher.returncode == -getattr(signal, sig)
+    finally:
+        launcher.kill()
+        watch.stop()
+        for pid in job_processes(tag):
+            os.kill(pid, signal.SIGKILL)
+
+
+def test_two_jobs_at_once(cora2, tmp_path):
+    """Two local jobs of the same partitions on one host at the same time: own
+    ports, own segments, each trainer on its own machine's partition."""
+    script = tmp_path / "plain.py"
+    script.write_text(PLAIN_DISTDGL)
+    outs = [tmp_path / "a", tmp_path / "b"]
+    with LocalCluster(cora2, deadline_s=150) as first, LocalCluster(cora2, deadline_s=150) as second:
+        with first.start([sys.executable, str(script), str(outs[0])]) as a, \
+                second.start([sys.executable, str(script), str(outs[1])]) as b:
+            for out in outs:
+                out.mkdir()
+            assert {m.port for m in a.plan.machines}.isdisjoint(m.port for m in b.plan.machines)
+            assert set(a.wait().values()) == set(b.wait().values()) == {0}
+    for out in outs:
+        rows = sorted((out / f"rank{r}.txt").read_text().split() for r in range(2))
+        assert [r[0] for r in rows] == ["0", "1"] and all(r[2] == "140" for r in rows)
+
+
+HUNG_PEER = textwrap.dedent("""
+    # Trainer 1 leaves without a word (exit 0, DGL's exit handler skipped) while a
+    # child it forked keeps its sockets open: trainer 0 waits in all_reduce forever.
+    import os, sys, time, torch, dgl
+    dgl.distributed.initialize(os.environ["DGL_IP_CONFIG"])
+    torch.distributed.init_process_group("gloo")
+    def blocked_in_all_reduce():
+        torch.distributed.all_reduce(torch.ones(1))
+    if torch.distributed.get_rank() == 1:
+        if os.fork() == 0:
+            time.sleep(600)
+        os._exit(0)
+    print("entering all_reduce", flush=True)
+    blocked_in_all_reduce()
+""")
+
+
+def test_hung_trainer_is_stopped_with_its_stack_in_the_log(cora2, tmp_path):
+    """A trainer exits 0 while its peer waits: the peer gets a grace period,
+    then every process dumps its stack (SIGUSR1) and the job is stopped."""
+    script = tmp_path / "hung.py"
+    script.write_text(HUNG_PEER)
+    with LocalCluster(cora2, workdir=tmp_path / "w") as cluster:
+        plan = cluster.plan([sys.executable, str(script)])
+        with Job(plan, deadline_s=150, peer_exit_grace_s=5) as job:
+            with pytest.raises(JobFailed, match="'trainer-m1-r0' exited with code 0 but trainer-m0-r0 still ran") as failure:
+                job.wait()
+    log = job.log("trainer-m0-r0")
+    assert "entering all_reduce" in log and "in blocked_in_all_reduce" in log, log[-3000:]
+    assert "blocked_in_all_reduce" in str(failure.value)  # the dump is in the error's log tail too
+
+
+def test_a_start_that_fails_half_way_stops_what_started(cora2, tmp_path):
+    plan = plan_job(cora2, [sys.executable, "-c", "import time; time.sleep(600)"], workdir=tmp_path)
+    plan.processes[-1].full_argv = [str(tmp_path / "no-such-program")]
+    job = Job(plan, deadline_s=60)
+    with pytest.raises(FileNotFoundError):
+        job.start()
+    assert len(job.group.members) == len(plan.processes) - 1
+    assert all(m.popen.poll() is not None for m in job.group.members)
+
+
+def test_cluster_job_folders_do_not_overwrite_each_other(cora2, tmp_path):
+    hosts = tmp_path / "hosts.txt"
+    hosts.write_text("10.0.0.1 30050\n10.0.0.2 30050\n")
+    folders = [Cluster(cora2, hosts, workdir=tmp_path / "jobs").plan(["python", "x.py"]).workdir for _ in range(2)]
+    assert folders[0] != folders[1] and all(f.parent == tmp_path / "jobs" for f in folders)
+
+
+NOTEBOOK_CELL = """
+from gnnbook.distributed import LocalCluster, TrainConfig
+with LocalCluster({cora2!r}, num_trainers=1, deadline_s=300) as cluster:
+    cluster.train(TrainConfig(epochs=500))
+"""
+
+
+def test_ctrl_c_in_a_notebook_kernel_stops_the_job(cora2):
+    """An interrupt sent to a Jupyter kernel while a LocalCluster job runs
+    (the notebook's stop button) stops the job; nothing of it is left and the
+    kernel lives on."""
+    from jupyter_client.manager import KernelManager
+
+    manager = KernelManager(kernel_name="python3")
+    manager.start_kernel(env={**os.environ})
+    client = manager.client()
+    client.start_channels()
+    tag = f"gnnbook{manager.provisioner.pid}x"  # the kernel runs the launcher
+    watch = JobWatch(tag)
+    try:
+        client.wait_for_ready(timeout=60)
+        msg_id = client.execute(NOTEBOOK_CELL.format(cora2=str(cora2)))
+        wait_until(lambda: len(job_processes(tag)) >= 4 and watch.seen_shm, 150, "the job's servers and trainers")
+        time.sleep(2)
+        manager.interrupt_kernel()
+        interrupted = time.monotonic()
+        reply = client.get_shell_msg(timeout=60)
+        while reply["parent_header"].get("msg_id") != msg_id:
+            reply = client.get_shell_msg(timeout=60)
+        assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "KeyboardInterrupt", reply["content"]
+        wait_until(lambda: not job_processes(tag) or time.monotonic() - interrupted > 10, 12, "")
+        watch.stop()
+        assert len(watch.seen_pids) >= 4 and watch.leftovers() == ([], [])
+        assert client.execute_interactive("1 + 1", timeout=30)["content"]["status"] == "ok"  # the kernel lives on
+    finally:
+        watch.stop()
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+        for pid in job_processes(tag):
+            os.kill(pid, signal.SIGKILL)
 
 
 @pytest.mark.skipif(netns_available() is not None, reason=str(netns_available()))

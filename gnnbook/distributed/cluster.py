@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import TrainConfig
-from .launcher import Job, JobFailed, JobPlan, LaunchError, plan_job, read_host_file, render
+from .launcher import Job, JobPlan, LaunchError, plan_job, read_host_file, render
 from .partition import read_config
 
 
@@ -91,7 +91,7 @@ class LocalCluster:
         self._namespaces = None
         self.last_plan: JobPlan | None = None
         self.jobs = 0
-        self.kept: list[Path] = []  # folders of failed jobs, kept for their logs
+        self.started: list[Job] = []
 
     @property
     def workdir(self) -> Path:
@@ -113,7 +113,9 @@ class LocalCluster:
             self._namespaces.__exit__(*exc)
             self._namespaces = None
         if self._own_workdir and not self.keep_workdir and self._workdir is not None:
-            kept = {p.resolve() for p in self.kept}
+            kept = {job.plan.workdir.resolve() for job in self.started if job.failed}
+            for folder in sorted(kept):
+                print(f"logs of the failed job kept in {folder / 'logs'}", file=sys.stderr)
             for entry in list(self._workdir.iterdir()):
                 if entry.resolve() not in kept:
                     shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
@@ -124,6 +126,7 @@ class LocalCluster:
     def new_job_dir(self) -> Path:
         """A fresh folder for the next job: ``job<N>-<random>`` in :attr:`workdir`."""
         self.jobs += 1
+        self.workdir.mkdir(parents=True, exist_ok=True)
         return Path(tempfile.mkdtemp(prefix=f"job{self.jobs}-", dir=self.workdir))
 
     def plan(self, command: list[str], workdir: Path | None = None) -> JobPlan:
@@ -142,19 +145,15 @@ class LocalCluster:
             job.group.remove_on_death(self.workdir)
         for step in self._namespaces._done if self._namespaces else []:  # in set-up order
             job.group.undo_on_death(["rm", "-rf", step[1]] if step[0] == "rmdir" else list(step))
+        self.started.append(job)
         return job.start()
 
     def run(self, command: list[str], workdir: Path | None = None, deadline_s: float | None = None) -> dict[str, int]:
         """Run any DistDGL script (``[python, script.py, args...]``) on the cluster;
         return every process's exit code or raise :class:`~gnnbook.distributed.launcher.JobFailed`
         (the job's folder, with its logs, is then kept and its path printed)."""
-        try:
-            with self.start(command, workdir, deadline_s) as job:
-                return job.wait()
-        except JobFailed:
-            self.kept.append(self.last_plan.workdir)
-            print(f"logs of the failed job kept in {self.last_plan.workdir / 'logs'}", file=sys.stderr)
-            raise
+        with self.start(command, workdir, deadline_s) as job:
+            return job.wait()
 
     def trainer_command(self, config: TrainConfig) -> list[str]:
         return [sys.executable, "-m", "gnnbook.distributed.trainer", "--part-config", str(self.part_config), *config.to_argv()]

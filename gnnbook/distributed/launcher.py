@@ -263,6 +263,7 @@ class Job:
                                   peer_exit_grace_s=peer_exit_grace_s, tag=plan.job_tag)
         self.removed_segments: list[str] = []
         self.started = False
+        self.failed = False  # JobFailed was raised: keep the logs
 
     def start(self) -> "Job":
         if self.started:
@@ -289,6 +290,7 @@ class Job:
         try:
             return self.group.wait()
         except ProcessFailed as err:
+            self.failed = True
             self.group.kill()
             self.cleanup()
             raise JobFailed(err.name, err.returncode, err.log_tail,
