@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import TrainConfig
-from .launcher import Job, JobPlan, LaunchError, plan_job, read_host_file, render
+from .launcher import Job, JobPlan, LaunchError, plan_job, read_host_file, render, run_with_fresh_ports
 from .partition import read_config
 
 
@@ -95,8 +95,7 @@ class LocalCluster:
     def run(self, command: list[str]) -> dict[str, int]:
         """Run any DistDGL script (``[python, script.py, args...]``) on the cluster;
         return every process's exit code or raise :class:`~gnnbook.distributed.launcher.JobFailed`."""
-        with self.start(command) as job:
-            return job.wait()
+        return run_with_fresh_ports(lambda: self.start(command))  # a port taken meanwhile: fresh ports
 
     def trainer_command(self, config: TrainConfig) -> list[str]:
         return [sys.executable, "-m", "gnnbook.distributed.trainer", "--part-config", str(self.part_config), *config.to_argv()]
