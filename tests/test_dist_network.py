@@ -64,13 +64,17 @@ WATCHER = textwrap.dedent("""
 
     thread = threading.Thread(target=watch, daemon=True)
     thread.start()
+    result = error = None
     with LocalCluster(part_config, num_trainers=1, num_servers=2, num_samplers=1, deadline_s=200,
                       workdir=workdir) as cluster:
-        result = cluster.train(TrainConfig(epochs=3))
+        try:
+            result = cluster.train(TrainConfig(epochs=3))
+        except Exception as err:  # still report what listened
+            error = str(err)
         plan = cluster.last_plan
     done.set()
     thread.join()
-    print(json.dumps(dict(listening=seen, result=result, ports=[m.port for m in plan.machines],
+    print(json.dumps(dict(listening=seen, result=result, error=error, ports=[m.port for m in plan.machines],
                           master_port=plan.processes[0].argv[-3], env=plan.processes[-1].env)))
 """)
 
@@ -131,6 +135,7 @@ def test_local_job_listens_on_loopback_only(watched_job):
 
 
 def test_two_servers_per_machine_train(watched_job):
+    assert watched_job["error"] is None, watched_job["error"]
     result = watched_job["result"]
     assert result["world_size"] == 2 and result["epochs_run"] == 3
     assert result["steps_per_trainer"][0] == result["steps_per_trainer"][1] == 3 * result["steps_per_epoch"]
@@ -280,3 +285,14 @@ def test_local_plan_puts_everything_on_loopback(cora2, tmp_path):
         if p.role == "trainer":
             assert p.env["MASTER_ADDR"] == "127.0.0.1" and p.env["TORCHELASTIC_USE_AGENT_STORE"] == "True"
             assert p.env["MASTER_PORT"] == store.argv[store.argv.index("--port") + 1]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("capsh") is None, reason="needs root and capsh to drop a capability")
+@pytest.mark.parametrize("capability", ["cap_net_admin", "cap_sys_admin"])
+def test_netns_unavailable_names_the_missing_capability(capability):
+    """Root without CAP_NET_ADMIN (a default container): the netns tests skip with this reason."""
+    code = "from gnnbook.distributed.netns import netns_available; print(netns_available())"
+    done = subprocess.run(["capsh", f"--drop={capability}", "--", "-c", 'exec "$0" -c "$1"', sys.executable, code],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert f"need {capability.upper()}, which this root process lacks" in done.stdout
