@@ -203,14 +203,24 @@ def test_taken_port(cora2, tmp_path):
     assert failure.value.name == "server-m1-s0" and "Cannot bind" in str(failure.value)
 
 
-def test_unreachable_host_fails_fast(cora2, tmp_path):
+def test_unreachable_host_fails_fast(cora2, tmp_path, monkeypatch):
+    """ssh to a peer certain to refuse: a loopback port just bound and closed
+    (no other test address is unreachable everywhere: 192.0.2.x is this very
+    host on some machines)."""
+    import gnnbook.distributed.launcher as launcher
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    monkeypatch.setattr(launcher, "SSH", launcher.SSH + ["-p", str(port)])  # ssh's port: the host file's is DGL's
     hosts = tmp_path / "hosts.txt"
-    hosts.write_text("192.0.2.1 30050\n192.0.2.2 30050\n")  # TEST-NET-1: never reachable
+    hosts.write_text("127.0.0.1 30050\n127.0.0.1 30051\n")
     start = time.monotonic()
-    with pytest.raises(JobFailed):
-        with Cluster(cora2, hosts, deadline_s=20, workdir=tmp_path / "w") as cluster:
+    with pytest.raises(JobFailed) as failure:
+        with Cluster(cora2, hosts, deadline_s=60, workdir=tmp_path / "w") as cluster:
             cluster.train(TrainConfig(epochs=1))
-    assert time.monotonic() - start < 40
+    assert f"port {port}: Connection refused" in str(failure.value)
+    assert time.monotonic() - start < 15
 
 
 def test_global_deadline_stops_a_hang(cora2, tmp_path):

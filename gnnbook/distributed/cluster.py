@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import TrainConfig
-from .launcher import Job, JobPlan, LaunchError, plan_job, read_host_file, render
+from .launcher import Job, JobPlan, LaunchError, plan_job, read_host_file, render, run_with_fresh_ports
 from .partition import read_config
 
 
@@ -151,9 +151,9 @@ class LocalCluster:
     def run(self, command: list[str], workdir: Path | None = None, deadline_s: float | None = None) -> dict[str, int]:
         """Run any DistDGL script (``[python, script.py, args...]``) on the cluster;
         return every process's exit code or raise :class:`~gnnbook.distributed.launcher.JobFailed`
-        (the job's folder, with its logs, is then kept and its path printed)."""
-        with self.start(command, workdir, deadline_s) as job:
-            return job.wait()
+        (the job's folder, with its logs, is then kept and its path printed).  A port taken
+        meanwhile by something else: the job starts again with fresh ports."""
+        return run_with_fresh_ports(lambda: self.start(command, workdir, deadline_s))
 
     def trainer_command(self, config: TrainConfig) -> list[str]:
         return [sys.executable, "-m", "gnnbook.distributed.trainer", "--part-config", str(self.part_config), *config.to_argv()]

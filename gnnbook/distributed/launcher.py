@@ -37,15 +37,19 @@ Example:
 """
 from __future__ import annotations
 
+import ipaddress
 import os
 import random
+import re
 import shlex
 import socket
 import subprocess
+import sys
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from ..procs import ProcessFailed, ProcessGroup
 from . import emulation
@@ -79,7 +83,7 @@ class Machine:
 class ProcSpec:
     name: str  # server-m0-s0, trainer-m1-r0
     machine: int
-    role: str  # "server" or "trainer"
+    role: str  # "server", "trainer" or "store" (the rendezvous store of a local job)
     argv: list[str]  # what runs on the machine (before the ssh / nsenter prefix)
     env: dict[str, str]  # the job's variables (added to the inherited environment)
     full_argv: list[str]  # what this host starts
@@ -97,30 +101,97 @@ class JobPlan:
 
 
 def port_is_free(ip: str, port: int) -> bool:
-    """Whether a server could listen on ``ip:port`` now (SO_REUSEADDR, as servers use)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+    """Whether a server could listen on ``ip:port`` now (SO_REUSEADDR, as servers use).
+
+    ``ip`` is the address the server binds: an IPv4 or IPv6 address, or ``""`` /
+    ``"::"`` for every interface (as ``TCPStore`` listens); for ``"::"`` a
+    dual-stack socket, so a listener on either family makes the port taken."""
+    family = socket.AF_INET6 if ":" in ip else socket.AF_INET
+    try:
+        sock = socket.socket(family, socket.SOCK_STREAM)
+    except OSError:  # no IPv6 on this host: the IPv4 wildcard is what a server would get
+        return family == socket.AF_INET6 and port_is_free("", port)
+    with sock:
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if family == socket.AF_INET6:
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
         try:
             sock.bind((ip, port))
+            sock.listen(1)  # a bound socket without listen() could share a port a listener holds
             return True
         except OSError:
             return False
 
 
+def ephemeral_ports() -> range:
+    """The kernel's range for outgoing connections' local ports (Linux: /proc; else IANA's)."""
+    try:
+        low, high = map(int, Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split())
+        return range(low, high + 1)
+    except (OSError, ValueError):
+        return range(49152, 65536)
+
+
+def _port_window(count: int) -> tuple[int, int]:
+    """Where to draw server ports: 20000-32000 unless the ephemeral range overlaps it,
+    then the widest gap beside the ephemeral range."""
+    ephemeral = ephemeral_ports()
+    gaps = [(lo, hi) for lo, hi in ((10000, ephemeral.start), (ephemeral.stop, 65536)) if hi - lo > count + 100]
+    if not gaps:
+        return 20000, 32000
+    low, high = max(gaps, key=lambda gap: gap[1] - gap[0])
+    return (20000, 32000) if low <= 20000 and high >= 32000 else (low, high)
+
+
 def free_port_block(count: int, ip: str = "127.0.0.1", avoid: set[int] = frozenset(), tries: int = 200) -> int:
-    """A first port p with p..p+count-1 free, below the kernel's ephemeral range
-    (32768+), so a client's outgoing connection cannot take it before the server starts."""
+    """A first port p with p..p+count-1 free on ``ip`` (the address the server binds),
+    outside the kernel's ephemeral range, so that a client's outgoing connection
+    cannot take it before the server starts."""
+    low, high = _port_window(count)
     rng = random.Random(os.getpid() ^ time.time_ns())
     for _ in range(tries):
-        base = rng.randrange(20000, 32000 - count)
+        base = rng.randrange(low, high - count)
         ports = range(base, base + count)
         if not avoid.intersection(ports) and all(port_is_free(ip, p) for p in ports):
             return base
     raise LaunchError(f"found no {count} free consecutive ports on {ip}; close other jobs and retry")
 
 
+def loopback_interface() -> str:
+    """The name of the interface that holds 127.0.0.1 (``lo`` on Linux), for GLOO_SOCKET_IFNAME."""
+    import psutil
+
+    for name, addresses in psutil.net_if_addrs().items():
+        if any(a.family == socket.AF_INET and a.address == "127.0.0.1" for a in addresses):
+            return name
+    return "lo"
+
+
+def is_local_address(ip: str) -> bool:
+    """Whether ``ip`` is an address of this host (a socket can be bound to it)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        try:
+            sock.bind((ip, 0))
+            return True
+        except OSError:
+            return False
+
+
+def parse_ipv4(text: str) -> str:
+    """``text`` if it is an IPv4 address in canonical dotted-quad form (``10.0.0.7``),
+    else ValueError: ``127.1``, ``0x7f.0.0.1`` or ``010.0.0.1`` mean other
+    addresses to different tools (inet_aton reads them as shorthand or octal)."""
+    address = ipaddress.IPv4Address(text)  # rejects short forms, hex, leading zeros
+    if str(address) != text:
+        raise ValueError(f"{text!r} is not in canonical form ({address})")
+    if address.is_unspecified or address.is_multicast or address == ipaddress.IPv4Address("255.255.255.255"):
+        raise ValueError(f"{text} is not the address of one machine")
+    return text
+
+
 def read_host_file(path: str | Path) -> list[tuple[str, int | None]]:
-    """``IP [PORT]`` per line (DGL's ip_config format); blank lines and ``#`` comments skipped."""
+    """``IP [PORT]`` per line (DGL's ip_config format); blank lines and ``#`` comments skipped.
+    The IP must be a canonical IPv4 address (``10.0.0.7``, not ``10.7`` or ``010.0.0.7``)."""
     path = Path(path)
     if not path.is_file():
         raise LaunchError(f"host file {path} does not exist; write one line 'IP [PORT]' per machine")
@@ -130,13 +201,15 @@ def read_host_file(path: str | Path) -> list[tuple[str, int | None]]:
         if not words:
             continue
         try:
-            socket.inet_aton(words[0])
-            port = int(words[1]) if len(words) > 1 else None
-            if len(words) > 2 or (port is not None and not 0 < port < 65536):
-                raise ValueError
-        except (OSError, ValueError):
-            raise LaunchError(f"{path}:{number}: expected 'IPv4-ADDRESS [PORT]', got {line.strip()!r}") from None
-        hosts.append((words[0], port))
+            parse_ipv4(words[0])
+        except ValueError as err:
+            raise LaunchError(f"{path}:{number}: {words[0]!r} is not a canonical IPv4 address ({err}); "
+                              "write all four decimal parts without leading zeros, e.g. 10.0.0.7") from None
+        port_text = words[1] if len(words) > 1 else None
+        if len(words) > 2 or (port_text is not None and not (port_text.isascii() and port_text.isdigit()
+                                                             and 0 < int(port_text) < 65536)):
+            raise LaunchError(f"{path}:{number}: expected 'IPv4-ADDRESS [PORT]' (PORT 1..65535), got {line.strip()!r}")
+        hosts.append((words[0], int(port_text) if port_text else None))
     if not hosts:
         raise LaunchError(f"host file {path} lists no hosts")
     return hosts
@@ -179,6 +252,9 @@ def plan_job(part_config: str | Path, command: list[str], num_trainers: int = 1,
                 port = free_port_block(num_servers, avoid=used)
             used.update(range(port, port + num_servers))
             machines.append(Machine(m, "127.0.0.1", port, extra_env=emulation.emulation_env(job_tag, m)))
+        if master_port is not None and (master_port in used or not port_is_free("127.0.0.1", master_port)):
+            raise LaunchError(f"port {master_port} on 127.0.0.1 (the torch.distributed store, MASTER_PORT) is "
+                              "already taken; choose another master port or leave it out to pick a free one")
         master_port = master_port or free_port_block(1, avoid=used)
     elif mode == "netns":
         if not netns_machines or len(netns_machines) < num_parts:
@@ -197,6 +273,7 @@ def plan_job(part_config: str | Path, command: list[str], num_trainers: int = 1,
             site = {emulation.PREFIX_ENV: f"{job_tag}m{m}_", "PYTHONPATH": str(emulation.SITE_DIR)}
             machines.append(Machine(m, ip, port or 30050, SSH + ["-tt", ip], remote=True, extra_env=site))
         master_port = master_port or 29500
+        _check_ports_of_this_host(machines, num_servers, master_port)
 
     workdir = Path(workdir) if workdir else Path(tempfile.mkdtemp(prefix="gnnbook-dist-"))
     workdir.mkdir(parents=True, exist_ok=True)
@@ -208,23 +285,51 @@ def plan_job(part_config: str | Path, command: list[str], num_trainers: int = 1,
         "DGL_IP_CONFIG": str(ip_config), "DGL_NUM_SERVER": str(num_servers), "DGL_GRAPH_FORMAT": "csc",
         "OMP_NUM_THREADS": str(omp_threads), "DGLBACKEND": "pytorch",
     }
+    trainer_env = {"MASTER_ADDR": machines[0].ip, "MASTER_PORT": str(master_port)}
     cwd = os.getcwd()
     processes = []
+    world = num_trainers * len(machines)
+    if mode == "local":
+        # Nothing listens beyond loopback: gloo's device on the loopback interface
+        # (else it takes the address the host name resolves to), and the
+        # rendezvous store in its own process on 127.0.0.1 (else rank 0 hosts one
+        # on every interface); each rank connects to it as torchrun's workers do.
+        common["GLOO_SOCKET_IFNAME"] = loopback_interface()
+        trainer_env.update(TORCHELASTIC_USE_AGENT_STORE="True", TORCHELASTIC_RESTART_COUNT="0")
+        store_argv = [sys.executable, "-m", "gnnbook.distributed.store", "--host", machines[0].ip,
+                      "--port", str(master_port), "--world-size", str(world)]
+        package_root = str(Path(__file__).resolve().parents[2])
+        path = os.pathsep.join(dict.fromkeys([package_root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]))
+        processes.append(_proc("store", machines[0], "store", store_argv, {"PYTHONPATH": path}, cwd))
     for machine in machines:
         for s in range(num_servers):
             env = {**common, "DGL_ROLE": "server", "DGL_SERVER_ID": str(machine.machine_id * num_servers + s),
                    **machine.extra_env}
             processes.append(_proc(f"server-m{machine.machine_id}-s{s}", machine, "server", command, env, cwd))
-    world = num_trainers * len(machines)
     for machine in machines:
         for r in range(num_trainers):
             env = {**common, "DGL_DIST_MODE": "distributed", "DGL_ROLE": "client", "DGL_GROUP_ID": "0",
-                   "MASTER_ADDR": machines[0].ip, "MASTER_PORT": str(master_port),
-                   "RANK": str(machine.machine_id * num_trainers + r), "WORLD_SIZE": str(world),
+                   **trainer_env, "RANK": str(machine.machine_id * num_trainers + r), "WORLD_SIZE": str(world),
                    "LOCAL_RANK": str(r), "LOCAL_WORLD_SIZE": str(num_trainers),
                    "GROUP_RANK": str(machine.machine_id), **machine.extra_env}
             processes.append(_proc(f"trainer-m{machine.machine_id}-r{r}", machine, "trainer", command, env, cwd))
     return JobPlan(mode, part_config, workdir, job_tag, machines, ip_config, processes)
+
+
+def _check_ports_of_this_host(machines: list[Machine], num_servers: int, master_port: int) -> None:
+    """For the machines of a host file that are this host: their server ports on
+    the machine's address, and (machine 0) MASTER_PORT on every interface,
+    where rank 0's TCPStore listens."""
+    for machine in machines:
+        if not is_local_address(machine.ip):
+            continue
+        for port in range(machine.port, machine.port + num_servers):
+            if not port_is_free(machine.ip, port):
+                raise LaunchError(f"port {port} on {machine.ip} (server of machine {machine.machine_id}, this host) "
+                                  "is already taken; give another port in the host file")
+        if machine.machine_id == 0 and not port_is_free("::", master_port):
+            raise LaunchError(f"port {master_port} (MASTER_PORT, rank 0's torch.distributed store on every "
+                              f"interface of {machine.ip}, this host) is already taken; choose another master port")
 
 
 def _proc(name: str, machine: Machine, role: str, command: list[str], env: dict[str, str], cwd: str) -> ProcSpec:
@@ -274,7 +379,7 @@ class Job:
                 self.group.remove_on_death(self.plan.workdir)
             for p in self.plan.processes:  # servers first: they are listed first
                 self.group.start(p.name, p.full_argv, env=None if self.plan.machines[p.machine].remote else p.env,
-                                 background=p.role == "server")
+                                 background=p.role != "trainer")
         except BaseException:
             self.close()
             raise
@@ -320,6 +425,39 @@ class Job:
 def plan_made_workdir(plan: JobPlan) -> bool:
     """Whether the plan's folder is the temporary one :func:`plan_job` made."""
     return plan.workdir.resolve().parent == Path(tempfile.gettempdir()).resolve() and plan.workdir.name.startswith("gnnbook-dist-")
+
+
+PORT_RETRIES = 3  # fresh-port restarts of a local job whose server or store found its port taken
+# DGL's server: "Cannot bind to 127.0.0.1:31952"; our store: see store.PORT_TAKEN_MESSAGE.
+_PORT_CLASH = re.compile(r"Cannot bind to \S*?:(\d+)|gnnbook store: port (\d+) on \S+ is already taken")
+
+
+def port_clash(err: ProcessFailed) -> int | None:
+    """The port that the failed process could not listen on because it was taken, or None."""
+    match = _PORT_CLASH.search(err.log_tail)
+    return int(match.group(1) or match.group(2)) if match else None
+
+
+def run_with_fresh_ports(new_job: Callable[[], Job], retries: int = PORT_RETRIES) -> dict[str, int]:
+    """Run the started job that ``new_job()`` returns; when a local job fails
+    because a server or the store found its port taken (by something that took
+    it after planning), plan and start a fresh job, up to ``retries`` times."""
+    for attempt in range(retries + 1):
+        with new_job() as job:
+            try:
+                return job.wait()
+            except JobFailed as err:
+                port = port_clash(err)
+                if port is None or job.plan.mode != "local":
+                    raise
+                if attempt == retries:
+                    raise JobFailed(err.name, err.returncode, err.log_tail,
+                                    f"port {port} was taken when '{err.name}' tried to listen on it, and so were "
+                                    f"the fresh ports of {retries} more starts; find what holds these ports "
+                                    f"(ss -ltnp) and stop it (all logs: {job.group.log_dir})") from None
+                print(f"gnnbook: port {port} was taken when '{err.name}' started; starting the job again with "
+                      f"fresh ports ({attempt + 1}/{retries})", file=sys.stderr, flush=True)
+    raise AssertionError("unreachable")
 
 
 def run_job(plan: JobPlan, deadline_s: float = 600.0) -> dict[str, int]:

@@ -19,6 +19,7 @@ Example:
 """
 from __future__ import annotations
 
+import functools
 import os
 import random
 import shutil
@@ -32,8 +33,25 @@ RUN_DIR = Path("/run/gnnbook-netns")
 IFNAME = "gbnet0"
 
 
+# Bits of /proc/<pid>/status CapEff (linux/capability.h).
+NEEDED_CAPABILITIES = {"CAP_NET_ADMIN": 12, "CAP_SYS_ADMIN": 21}
+
+
+def _effective_capabilities() -> int | None:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("CapEff:"):
+                return int(line.split()[1], 16)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+@functools.lru_cache(maxsize=None)
 def netns_available() -> str | None:
-    """None when namespaces can be made here, else the reason they cannot."""
+    """None when namespaces can be made here, else the reason they cannot
+    (not root; root without CAP_NET_ADMIN / CAP_SYS_ADMIN, as in a default
+    container; a missing tool; a kernel or sandbox that refuses a new namespace)."""
     if not sys.platform.startswith("linux"):
         return "network namespaces need Linux"
     if os.geteuid() != 0:
@@ -41,6 +59,17 @@ def netns_available() -> str | None:
     missing = [tool for tool in ("ip", "nsenter", "unshare", "mount", "umount") if shutil.which(tool) is None]
     if missing:
         return f"missing tools: {', '.join(missing)}"
+    caps = _effective_capabilities()
+    lacking = [name for name, bit in NEEDED_CAPABILITIES.items() if caps is not None and not caps >> bit & 1]
+    if lacking:
+        return (f"network namespaces need {' and '.join(lacking)}, which this root process lacks "
+                "(a container started without --cap-add NET_ADMIN,SYS_ADMIN?); use mode='local'")
+    try:  # the real test: make (and drop at once) a network and mount namespace
+        probe = subprocess.run(["unshare", "--net", "--mount", "true"], capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.TimeoutExpired) as err:
+        return f"cannot create a network namespace here ({err}); use mode='local'"
+    if probe.returncode != 0:
+        return f"cannot create a network namespace here ({probe.stderr.strip() or probe.returncode}); use mode='local'"
     return None
 
 
