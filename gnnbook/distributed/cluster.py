@@ -106,8 +106,11 @@ class LocalCluster:
         config = config if isinstance(config, TrainConfig) else TrainConfig(**(config or {}))
         out = self.workdir / f"result{self.jobs + 1}.json"
         config = TrainConfig(**{**config.to_dict(), "out": str(out)})
+        out.unlink(missing_ok=True)  # a reused workdir's old result must never pass for this job's
         start = time.perf_counter()
         self.run(self.trainer_command(config))
+        if not out.is_file():
+            raise LaunchError(f"the job ended without error but its trainer wrote no result ({out})")
         result = json.loads(out.read_text())
         result["wall_seconds"] = time.perf_counter() - start
         return result
