@@ -25,7 +25,7 @@ import torch
 import torch.nn.functional as F
 
 from ..train import accuracy, sampling_on_one_thread, set_seed
-from .config import TrainConfig, make_model
+from .config import TrainConfig, make_model, node_data_keys
 
 
 def whole_graph(part_config: str | Path) -> dgl.DGLGraph:
@@ -70,7 +70,8 @@ def train_single_process(part_config: str | Path, config: TrainConfig, num_train
 
 def _train(part_config: str | Path, config: TrainConfig, num_trainers: int) -> dict[str, Any]:
     graph = whole_graph(part_config)
-    feat, label = graph.ndata["feat"], graph.ndata["label"].long()
+    feat_key, label_key = node_data_keys(list(graph.ndata.keys()), config.feat_name, config.label_name)
+    feat, label = graph.ndata[feat_key], graph.ndata[label_key].long()
     nids = {s: torch.nonzero(graph.ndata[f"{s}_mask"]).flatten() for s in ("train", "val", "test")}
     model = make_model(config, feat.shape[1], int(label.max()) + 1)
     optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)

@@ -169,6 +169,8 @@ class LocalCluster:
         deadline = self.deadline_s or default_deadline_s(self.part_config, config, world)
         start = time.perf_counter()
         self.run(self.trainer_command(config), folder, deadline)
+        if not out.is_file():
+            raise LaunchError(f"the job ended without error but its trainer wrote no result ({out})")
         result = json.loads(out.read_text())
         result["wall_seconds"] = time.perf_counter() - start
         return result

@@ -7,7 +7,11 @@
   trainer on a local emulated cluster (or a host file), and compare with
   single-process minibatch training;
 - ``launch``: run any DistDGL script under the launcher (``--dry-run`` prints
-  every command with its environment).
+  every command with its environment).  In the script's arguments
+  ``{ip_config}``, ``{part_config}``, ``{graph_name}``, ``{num_parts}``,
+  ``{num_trainers}``, ``{num_servers}``, ``{num_samplers}`` and ``{workdir}``
+  become the job's values, so an unmodified DistDGL script that takes
+  ``--ip_config PATH`` runs as it is (each process also has ``$DGL_IP_CONFIG``).
 
 Each handler returns an exit code; known errors become one paragraph on
 stderr and exit code 2.
@@ -22,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -29,7 +34,7 @@ from typing import Any, Callable
 
 from ..procs import ProcessFailed
 from .config import TrainConfig
-from .launcher import LaunchError
+from .launcher import JobPlan, LaunchError
 from .partition import METHODS, PartitionError
 
 
@@ -52,13 +57,14 @@ def _options(pairs: list[str]) -> dict[str, Any]:
 def _guard(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
     def run(args: argparse.Namespace) -> int:
         from ..data import DatasetError
+        from .emulation import EmulationError
 
         try:
             return handler(args)
         except ProcessFailed as err:
             print(f"error: distributed job failed: {err}", file=sys.stderr)
             return 1
-        except (PartitionError, LaunchError, DatasetError, ValueError, TypeError) as err:
+        except (PartitionError, LaunchError, DatasetError, EmulationError, ValueError, TypeError) as err:
             print(f"error: {err}", file=sys.stderr)
             return 2
     return run
@@ -106,6 +112,7 @@ def _dist_train(args: argparse.Namespace) -> int:
         if not args.dataset:
             raise LaunchError("dist-train needs --dataset NAME (partitioned into the cache) or --part-config FILE")
         part_config = cached_partition(args.dataset, args.num_parts, args.method, **_options(args.option))
+    _check_inputs(part_config, config, args.num_trainers)
     with _cluster(args, part_config) as cluster:
         if args.dry_run:
             print(cluster.dry_run(config))
@@ -142,17 +149,62 @@ def _dist_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_inputs(part_config: Path, config: TrainConfig, num_trainers: int) -> None:
+    """Refuse, before any process starts, what the trainers would refuse."""
+    from .checkpoint import resume_state
+    from .config import node_data_keys
+    from .partition import node_data_names, read_config
+
+    node_data_keys(node_data_names(part_config), config.feat_name, config.label_name)
+    resume_state(config, int(read_config(part_config)["num_parts"]) * num_trainers, part_config)
+
+
+PLACEHOLDER = re.compile(r"\{(ip_config|part_config|graph_name|num_parts|num_trainers|num_servers|num_samplers|workdir)\}")
+
+
+def fill_placeholders(plan: JobPlan, num_trainers: int, num_servers: int, num_samplers: int) -> None:
+    """Replace ``{ip_config}``, ``{part_config}``... in every command of ``plan``
+    with this job's values (other braces are left alone).
+
+    Example:
+        >>> fill_placeholders(plan, 2, 1, 0)  # doctest: +SKIP
+        >>> plan.processes[0].argv                                                   # doctest: +SKIP
+        ['python3', 'node_classification.py', '--ip_config', '/tmp/gnnbook-dist-x/ip_config.txt']
+    """
+    from .partition import read_config
+
+    meta = read_config(plan.part_config)
+    values = dict(ip_config=str(plan.ip_config), part_config=str(plan.part_config), graph_name=meta["graph_name"],
+                  num_parts=str(meta["num_parts"]), num_trainers=str(num_trainers), num_servers=str(num_servers),
+                  num_samplers=str(num_samplers), workdir=str(plan.workdir))
+
+    def fill(words: list[str]) -> list[str]:
+        return [PLACEHOLDER.sub(lambda m: values[m.group(1)], w) for w in words]
+
+    for proc in plan.processes:
+        proc.argv, proc.full_argv = fill(proc.argv), fill(proc.full_argv)
+
+
 def _launch(args: argparse.Namespace) -> int:
-    command = [c for c in args.script if c != "--"] if args.script else []
+    from .emulation import preflight
+    from .launcher import Job, render
+
+    # Only the first '--' separates gnnbook's options from the command; the command keeps its own.
+    command = args.script[1:] if args.script[:1] == ["--"] else list(args.script or [])
     if not command:
         raise LaunchError("launch needs the command to run after '--', e.g. -- python train.py --epochs 2")
     with _cluster(args, Path(args.part_config)) as cluster:
+        plan = cluster.plan(command)
+        fill_placeholders(plan, args.num_trainers, args.num_servers, args.num_samplers)
         if args.dry_run:
-            from .launcher import render
-
-            print(render(cluster.plan(command)))
+            print(render(plan))
             return 0
-        codes = cluster.run(command)
+        if plan.mode == "local":  # the script's interpreter must pick up the emulation adaptation
+            trainer = next(p for p in plan.processes if p.role == "trainer")
+            preflight(trainer.argv, trainer.env)
+        cluster.last_plan = plan
+        with Job(plan, cluster.deadline_s) as job:
+            codes = job.wait()
     print(json.dumps(codes) if args.json else "\n".join(f"{k}: exit {v}" for k, v in codes.items()))
     return 0
 
@@ -198,8 +250,13 @@ def register(subparsers: Any) -> None:
     TrainConfig.add_arguments(p)
     p.set_defaults(func=_guard(_dist_train))
 
-    p = subparsers.add_parser("launch", help="run any DistDGL script under the gnnbook launcher")
+    p = subparsers.add_parser("launch", help="run any DistDGL script under the gnnbook launcher",
+                              description="Run a DistDGL script on every machine.  In its arguments {ip_config}, "
+                              "{part_config}, {graph_name}, {num_parts}, {num_trainers}, {num_servers}, "
+                              "{num_samplers} and {workdir} become this job's values; every process also has "
+                              "DGL_IP_CONFIG and DGL_CONF_PATH in its environment.")
     p.add_argument("--part-config", required=True)
     _add_job_options(p)
-    p.add_argument("script", nargs=argparse.REMAINDER, help="-- python your_script.py args")
+    p.add_argument("script", nargs=argparse.REMAINDER,
+                   help="-- python your_script.py --ip_config {ip_config} --part_config {part_config} ...")
     p.set_defaults(func=_guard(_launch))

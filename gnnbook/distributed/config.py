@@ -39,7 +39,11 @@ class TrainConfig:
     hidden: int | None = None  # None: the paper's default (gnnbook.models.MODEL_DEFAULTS)
     seed: int = 0
     checkpoint_dir: str | None = None  # a checkpoint after every epoch when set
-    resume: bool = False  # continue from the checkpoint in checkpoint_dir
+    resume: bool = False  # continue from the checkpoint in checkpoint_dir (an error if there is none)
+    resume_if_present: bool = False  # continue from it if there is one, else start at epoch 0
+    # Node data names; None: detected ('feat' or 'features', 'label' or 'labels', as DGL's examples name them).
+    feat_name: str | None = None
+    label_name: str | None = None
     out: str | None = None  # where trainer rank 0 writes the JSON result
     fail_after_epoch: int | None = None  # fault injection for the course: rank 0 kills itself after that epoch
 
@@ -48,7 +52,7 @@ class TrainConfig:
             raise ValueError(f"unknown model '{self.model}' for the distributed trainer; use one of {', '.join(MODELS)}")
         if self.epochs < 1 or self.batch_size < 1 or not self.fanouts:
             raise ValueError("epochs and batch_size must be >= 1 and fanouts non-empty (one per layer)")
-        if self.resume and not self.checkpoint_dir:
+        if (self.resume or self.resume_if_present) and not self.checkpoint_dir:
             raise ValueError("resume needs checkpoint_dir (where the last run saved its checkpoints)")
 
     @property
@@ -86,7 +90,7 @@ class TrainConfig:
                 parser.add_argument(flag, type=float, default=None)
             elif f.name in ("hidden", "fail_after_epoch"):
                 parser.add_argument(flag, type=int, default=None)
-            elif f.name in ("checkpoint_dir", "out"):
+            elif f.name in ("checkpoint_dir", "out", "feat_name", "label_name"):
                 parser.add_argument(flag, default=None)
             else:
                 parser.add_argument(flag, type=type(value), default=value)
@@ -100,6 +104,36 @@ class TrainConfig:
         parser = argparse.ArgumentParser()
         cls.add_arguments(parser)
         return cls.from_args(parser.parse_args(argv))
+
+
+FEAT_NAMES = ("feat", "features")  # gnnbook's partitions; DGL's distributed examples
+LABEL_NAMES = ("label", "labels")
+MASK_NAMES = ("train_mask", "val_mask", "test_mask")
+
+
+def node_data_keys(available: list[str], feat_name: str | None = None, label_name: str | None = None) -> tuple[str, str]:
+    """The (feature, label) node-data names to train on, among ``available``:
+    the ones asked for, else the one of :data:`FEAT_NAMES` / :data:`LABEL_NAMES`
+    present.  A clear error lists what there is otherwise.
+
+    Example:
+        >>> node_data_keys(["features", "labels", "train_mask", "val_mask", "test_mask"])
+        ('features', 'labels')
+    """
+    names = sorted(available)
+    chosen = []
+    for asked, known, option in ((feat_name, FEAT_NAMES, "--feat-name"), (label_name, LABEL_NAMES, "--label-name")):
+        found = [asked] if asked else [k for k in known if k in names]
+        if not found or found[0] not in names:
+            wanted = repr(asked) if asked else " or ".join(map(repr, known))
+            raise ValueError(f"the partition has no node data {wanted}; it has {', '.join(names) or 'none'}. "
+                             f"Name the one to use with {option} NAME (feat_name= / label_name= in TrainConfig)")
+        chosen.append(found[0])
+    missing = [m for m in MASK_NAMES if m not in names]
+    if missing:
+        raise ValueError(f"the partition has no node data {', '.join(missing)} (boolean node masks of the "
+                         f"training, validation and test nodes); it has {', '.join(names)}")
+    return chosen[0], chosen[1]
 
 
 def make_model(config: TrainConfig, in_feats: int, num_classes: int) -> torch.nn.Module:

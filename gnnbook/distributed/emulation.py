@@ -27,6 +27,17 @@ imported.  Nothing else in DGL changes, and the prefix makes every segment of
 a job recognisable, so the launcher can delete exactly the job's segments
 (:func:`remove_segments`) after a crash.
 
+The adaptation must never be silently absent (``python -E`` or ``-I``, an
+interpreter without gnnbook, a wrapper that drops ``PYTHONPATH``, another
+``sitecustomize`` first on the path): then every client believes it is
+machine 0 and the servers overwrite each other's segments.  So the launcher
+also sets ``GNNBOOK_EMULATION=required``; ``sitecustomize`` exits with a message
+when it cannot import gnnbook, :func:`verify` (called by the gnnbook trainer in
+every server and trainer) names the cause when the patch is missing or the
+machine id and partition disagree, and :func:`preflight` runs the same check
+in the job's interpreter before anything starts (``python -m gnnbook launch``).
+Our ``sitecustomize`` runs the one it shadows (the next on ``sys.path``).
+
 With root, :mod:`gnnbook.distributed.netns` runs stock DGL instead: one network and
 mount namespace (own IP, private ``/dev/shm``) per emulated machine.
 
@@ -40,11 +51,14 @@ import importlib.abc
 import importlib.util
 import os
 import re
+import shlex
+import subprocess
 import sys
 from pathlib import Path
 
 MACHINE_ENV = "GNNBOOK_MACHINE_ID"
 PREFIX_ENV = "GNNBOOK_SHM_PREFIX"
+REQUIRED_ENV = "GNNBOOK_EMULATION"  # "required": this process must run with the adaptation
 SITE_DIR = Path(__file__).resolve().parent / "_site"
 SHM_DIR = Path("/dev/shm")
 
@@ -66,10 +80,12 @@ def _patch_dgl() -> None:
     import dgl.heterograph_index as hgi
     import dgl.ndarray as ndarray
 
+    global _PATCHED
     prefix = os.environ.get(PREFIX_ENV, "")
     machine = os.environ.get(MACHINE_ENV)
     if machine is not None:
         rpc_client.get_local_machine_id = lambda server_namebook: int(machine)
+    _PATCHED = True
     if not prefix or getattr(hgi, "_gnnbook_patched", False):
         return
     empty, exists = ffi_ndarray.empty_shared_mem, ndarray.exist_shared_mem_array
@@ -123,18 +139,146 @@ class _AfterImport(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         _patch_dgl()
 
 
+_INSTALLED = False  # install() ran in this process (our sitecustomize called it)
+_PATCHED = False  # DGL has been patched in this process
+
+
 def install() -> None:
     """Patch DGL now if it is imported, else right after its import."""
+    global _INSTALLED
+    _INSTALLED = True
     if "dgl.distributed" in sys.modules:
         _patch_dgl()
     elif not any(isinstance(f, _AfterImport) for f in sys.meta_path):
         sys.meta_path.insert(0, _AfterImport())
 
 
+class EmulationError(RuntimeError):
+    """A process of an emulated job runs without the adaptation, or on the wrong partition."""
+
+
+def required() -> bool:
+    """Whether the launcher said that this process must run adapted."""
+    return os.environ.get(REQUIRED_ENV) == "required"
+
+
+# What decides whether the adaptation is active, gathered in the process itself.  Standard
+# library only: preflight() runs it in the job's interpreter, which may lack gnnbook.
+_FACTS = """
+import json, os, sys
+emulation = sys.modules.get("gnnbook.distributed.emulation")
+print(json.dumps(dict(isolated=sys.flags.isolated, ignore_environment=sys.flags.ignore_environment,
+                      no_site=sys.flags.no_site, path=sys.path, pythonpath=os.environ.get("PYTHONPATH"),
+                      sitecustomize=getattr(sys.modules.get("sitecustomize"), "__file__", None),
+                      installed=bool(getattr(emulation, "_INSTALLED", False)))))
+"""
+
+
+def _process_facts() -> dict:
+    import contextlib
+    import io
+    import json
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        exec(_FACTS, {})
+    return json.loads(out.getvalue())
+
+
+def missing_cause(facts: dict | None = None) -> str | None:
+    """Why the adaptation is not active in this process, or in the process
+    ``facts`` describe (see :func:`preflight`); None when it is active."""
+    facts = facts or _process_facts()
+    if facts["installed"]:
+        return None
+    if facts["isolated"]:
+        return "Python runs isolated (-I), which ignores PYTHONPATH and so gnnbook's sitecustomize"
+    if facts["ignore_environment"]:
+        return "Python runs with -E, which ignores PYTHONPATH and so gnnbook's sitecustomize"
+    if facts["no_site"]:
+        return "Python runs with -S, which skips every sitecustomize"
+    if str(SITE_DIR) not in facts["path"]:
+        return (f"{SITE_DIR} is not on sys.path: something between the launcher and this process dropped or "
+                f"replaced PYTHONPATH (it is {facts['pythonpath'] or 'unset'!r})")
+    other = facts["sitecustomize"]
+    if other and Path(other).resolve().parent != SITE_DIR:
+        return f"another sitecustomize ({other}) comes before gnnbook's on sys.path and shadows it"
+    return "gnnbook's sitecustomize did not run in this process"
+
+
+def verify(partition_id: int | None = None) -> None:
+    """Raise :class:`EmulationError` if this process belongs to an emulated job
+    but runs unadapted, or if its machine id differs from ``partition_id`` (the
+    partition it serves or trains on).  Nothing to check outside such a job.
+
+    Example:
+        >>> verify()  # not in an emulated job: nothing to check
+    """
+    if not required():
+        return
+    cause = missing_cause()
+    if cause is not None:
+        raise EmulationError(_inactive(cause))
+    machine = int(os.environ[MACHINE_ENV])
+    if partition_id is not None and int(partition_id) != machine:
+        raise EmulationError(f"this process runs as emulated machine {machine} but holds partition {partition_id}; "
+                             "each machine must serve and train on its own partition (the launcher's "
+                             f"{MACHINE_ENV} and the partition book disagree)")
+
+
+def preflight(command: list[str], env: dict[str, str]) -> None:
+    """Run :func:`verify` in the interpreter ``command`` starts (its Python
+    options included) with the job's environment ``env``, before any process of
+    the job starts; raise :class:`EmulationError` with the cause.  Only a
+    command that starts Python directly can be checked; others are left alone.
+
+    Example:
+        >>> preflight(["python3", "-I", "train.py"], emulation_env("gnnbook1x000000", 0))  # doctest: +SKIP
+        Traceback (most recent call last):
+        EmulationError: ... Python runs isolated (-I) ...
+    """
+    import json
+
+    options = _python_options(command)
+    if options is None:
+        return
+    done = subprocess.run([command[0], *options, "-c", _FACTS], env={**os.environ, **env}, capture_output=True,
+                          text=True, timeout=60)
+    if done.returncode != 0:  # our sitecustomize exits when it cannot import gnnbook
+        lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+        raise EmulationError(f"`{shlex.join(command)}` cannot run in an emulated job: "
+                             f"{lines[-1] if lines else 'its interpreter exited ' + str(done.returncode)}")
+    cause = missing_cause(json.loads(done.stdout.strip().splitlines()[-1]))
+    if cause is not None:
+        raise EmulationError(f"`{shlex.join(command)}`: " + _inactive(cause))
+
+
+def _inactive(cause: str) -> str:
+    return (f"this process is part of a job of K emulated machines on one host, but the DGL adaptation is not "
+            f"active: {cause}.  Without it every trainer believes it is machine 0 and the servers overwrite each "
+            "other's shared memory.  Fix: run the script with a plain `python` that can import gnnbook, and keep "
+            f"the PYTHONPATH the launcher sets (it starts with {SITE_DIR}).")
+
+
+def _python_options(command: list[str]) -> list[str] | None:
+    """The interpreter options of ``python [OPTIONS] script ...``, or None if
+    ``command`` does not start a Python interpreter directly."""
+    if not command or not re.fullmatch(r"python[0-9.]*", Path(command[0]).name):
+        return None
+    options = []
+    for word in command[1:]:
+        if not word.startswith("-") or word in ("-", "-c", "-m"):
+            break
+        options.append(word)
+        if word in ("-X", "-W"):
+            return None  # an option with a separate value: not worth parsing, skip the check
+    return options
+
+
 def emulation_env(job_tag: str, machine_id: int) -> dict[str, str]:
     """The variables that make a process part of emulated machine ``machine_id``."""
     path = [str(SITE_DIR)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
-    return {MACHINE_ENV: str(machine_id), PREFIX_ENV: f"{job_tag}m{machine_id}_",
+    return {MACHINE_ENV: str(machine_id), PREFIX_ENV: f"{job_tag}m{machine_id}_", REQUIRED_ENV: "required",
             "PYTHONPATH": os.pathsep.join(dict.fromkeys(path))}
 
 

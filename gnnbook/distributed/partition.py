@@ -17,7 +17,15 @@ are never cut and are left out of the edge-cut fraction.
 
 METIS as DGL 2.1.0 calls it is not seeded: two partitionings of the same
 graph differ slightly (cora, K=2: edge cut 0.054-0.067 measured).  The cache
-keeps one partition per (dataset, method, K), so repeated runs use the same one.
+keeps one partition per (dataset, method, K, seed), so repeated runs use the
+same one; processes that ask for the same one at once wait for a single build
+(a lock on the cache folder) and share it.
+
+Every file gnnbook writes is listed with its SHA-256 in the config
+(``gnnbook.sha256``); :func:`read_config` checks them, so a truncated or
+modified partition is refused before any server starts.  A partition made by
+DGL's own tools has no digests: then only the files' presence and headers are
+checked, and a warning says so.
 
 Example:
     >>> config = partition_dataset("cora", 2, "metis", "/tmp/cora-2")  # doctest: +SKIP
@@ -28,11 +36,15 @@ Example:
 from __future__ import annotations
 
 import contextlib
+import fcntl
+import hashlib
 import io
 import json
 import os
 import shutil
+import struct
 import tempfile
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -141,7 +153,7 @@ def partition_graph(graph, graph_name: str, num_parts: int, method: str, out_dir
         config_path = tmp / f"{graph_name}.json"
         config = json.loads(config_path.read_text())
         config["gnnbook"] = dict(num_classes=int(g.ndata["label"].max()) + 1, num_features=int(g.ndata["feat"].shape[1]),
-                                 method=method, seed=seed)
+                                 method=method, seed=seed, sha256=_digests(tmp, skip=config_path))
         config_path.write_text(json.dumps(config, indent=1))
         # DGL writes paths relative to the config: renaming the folder keeps them valid.
         os.replace(tmp, out_dir)
@@ -164,35 +176,58 @@ def partition_dataset(dataset: str, num_parts: int, method: str = "metis", out_d
                            method, out_dir, seed=seed)
 
 
-def cache_folder(dataset: str, num_parts: int, method: str, **dataset_options: Any) -> Path:
+def cache_folder(dataset: str, num_parts: int, method: str, seed: int = 0, **dataset_options: Any) -> Path:
+    """``<cache>/partitions/<graph><-option value...>-<method>-<K>[-seed<S>]`` (seed 0 unmarked)."""
     from ..data.files import cache_dir
 
     tag = "".join(f"-{k}{v}" for k, v in sorted(dataset_options.items()))
-    return cache_dir() / "partitions" / f"{graph_name_for(dataset)}{tag}-{method}-{num_parts}"
+    seed_tag = f"-seed{seed}" if seed else ""
+    return cache_dir() / "partitions" / f"{graph_name_for(dataset)}{tag}-{method}-{num_parts}{seed_tag}"
+
+
+@contextlib.contextmanager
+def _locked(folder: Path):
+    """Hold an exclusive lock on ``folder`` (a directory: no lock file to leave behind)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
 
 
 def cached_partition(dataset: str, num_parts: int, method: str = "metis", seed: int = 0,
                      **dataset_options: Any) -> Path:
     """The partition config of ``dataset`` in ``cache_dir()/partitions``,
-    partitioning first when there is none (or the cached one is damaged)."""
-    folder = cache_folder(dataset, num_parts, method, **dataset_options)
+    partitioning first when there is none (or the cached one is damaged).
+    Concurrent callers wait for one build and all return it."""
+    folder = cache_folder(dataset, num_parts, method, seed, **dataset_options)
     config = folder / f"{graph_name_for(dataset)}.json"
-    if folder.exists():
-        try:
-            read_config(config)
-            return config
-        except PartitionError:
-            shutil.rmtree(folder, ignore_errors=True)  # damaged: rebuild it
-    try:
+    if _intact(config):
+        return config
+    with _locked(folder.parent):
+        if _intact(config):
+            return config  # built by another process while this one waited
+        shutil.rmtree(folder, ignore_errors=True)  # damaged, or from a version that recorded no digests
         return partition_dataset(dataset, num_parts, method, folder, seed=seed, **dataset_options)
+
+
+def _intact(config_path: Path) -> bool:
+    if not config_path.is_file():
+        return False
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PartitionWarning)
+            return bool(read_config(config_path).get("gnnbook", {}).get("sha256"))
     except PartitionError:
-        if config.is_file():  # another process finished the same partition first
-            return config
-        raise
+        return False
 
 
-def read_config(part_config: str | Path) -> dict[str, Any]:
-    """The partition config as a dict, checked for the fields DistDGL needs."""
+def read_config(part_config: str | Path, verify: bool = True) -> dict[str, Any]:
+    """The partition config as a dict, checked for the fields DistDGL needs and
+    (``verify``) its files checked: SHA-256 for a partition gnnbook wrote,
+    presence and headers for others (see the module docstring)."""
     path = Path(part_config)
     if not path.is_file():
         raise PartitionError(f"partition config {path} does not exist; make one with "
@@ -213,7 +248,77 @@ def read_config(part_config: str | Path) -> dict[str, Any]:
             file = path.parent / entry.get(key, "")
             if not file.is_file():
                 raise PartitionError(f"partition config {path}: file {file} of part {i} is missing; partition again")
+    if verify:
+        _verify_files(path, config)
     return config
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _digests(folder: Path, skip: Path) -> dict[str, str]:
+    return {p.relative_to(folder).as_posix(): _sha256(p) for p in sorted(folder.rglob("*"))
+            if p.is_file() and p != skip}
+
+
+# The first 8 bytes of DGL's files (little-endian magic numbers of DGL 2.1's serializers).
+GRAPH_MAGIC = struct.pack("<Q", 0xDD2E4FF046B4A13F)  # dgl.save_graphs: graph.dgl
+TENSORS_MAGIC = struct.pack("<Q", 0xDD5A9FBE3FA2443F)  # dgl.data.utils.save_tensors: node_feat.dgl, edge_feat.dgl
+_VERIFIED: dict[str, tuple] = {}  # config path -> the files' (name, size, mtime) when last verified
+
+
+def _verify_files(path: Path, config: dict[str, Any]) -> None:
+    files = {(path.parent / config[f"part-{i}"][k]).resolve(): k for i in range(int(config["num_parts"]))
+             for k in ("part_graph", "node_feats", "edge_feats") if config[f"part-{i}"].get(k)}
+    expected = config.get("gnnbook", {}).get("sha256") if isinstance(config.get("gnnbook"), dict) else None
+    if expected:
+        files.update({(path.parent / name).resolve(): "listed" for name in expected})
+    for file in files:
+        if not file.is_file():
+            raise PartitionError(f"partition config {path}: file {file} is missing; partition again")
+    stamp = tuple(sorted((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files)) + (path.stat().st_mtime_ns,)
+    if _VERIFIED.get(str(path.resolve())) == stamp:
+        return
+    if expected:
+        for name, digest in expected.items():
+            actual = _sha256(path.parent / name)
+            if actual != digest:
+                raise PartitionError(f"partition file {path.parent / name} is damaged (truncated or modified): its "
+                                     f"SHA-256 is {actual[:16]}..., {path.name} records {digest[:16]}...; "
+                                     "partition the dataset again")
+    else:
+        for file, key in files.items():
+            magic = GRAPH_MAGIC if key == "part_graph" else TENSORS_MAGIC
+            with open(file, "rb") as f:
+                header = f.read(16)
+            if len(header) < 16 or header[:8] != magic:
+                raise PartitionError(f"partition file {file} is damaged or not a DGL file (its header is not DGL's "
+                                     f"{'graph' if key == 'part_graph' else 'tensor'} format); partition again")
+        warnings.warn(f"{path} records no SHA-256 digests (it was not written by gnnbook): only the presence "
+                      "and headers of its files were checked", PartitionWarning, stacklevel=3)
+    _VERIFIED[str(path.resolve())] = stamp
+
+
+class PartitionWarning(UserWarning):
+    """A partition could be checked only partly (no digests recorded)."""
+
+
+def node_data_names(part_config: str | Path) -> list[str]:
+    """The node-data names of a partition (part 0's, without the node-type prefix)."""
+    from dgl.data.utils import load_tensors
+
+    config = read_config(part_config)
+    feats = Path(part_config).parent / config["part-0"]["node_feats"]
+    try:
+        tensors = load_tensors(str(feats))
+    except Exception as err:  # DGL raises assorted errors on damaged files
+        raise PartitionError(f"cannot read the node data of part 0 ({feats}): {err}; partition again") from err
+    return sorted({k.split("/")[-1] for k in tensors})
 
 
 def load_partition(part_config: str | Path) -> PartitionReport:

@@ -17,10 +17,18 @@ trainer it connects to all servers.  Then each trainer
    with all neighbours, summed with an all-reduce;
 5. counts the feature rows each minibatch reads from its own partition (local,
    shared memory) and from other partitions (remote, RPC), using the partition book;
-6. saves a checkpoint after every epoch (``--resume`` continues from it; every
-   epoch re-seeds from (seed, epoch, rank), so a resumed run repeats the
-   epochs an uninterrupted run would have done, up to server-side sampling);
+6. saves a checkpoint after every epoch (``--resume`` continues from it,
+   refusing a missing one or one saved by another run, see
+   :mod:`~gnnbook.distributed.checkpoint`; every epoch re-seeds from (seed,
+   epoch, rank), so a resumed run repeats the epochs an uninterrupted run
+   would have done, up to server-side sampling);
 7. trainer rank 0 writes the JSON result (``--out``).
+
+Node data are ``feat`` / ``label`` in gnnbook's partitions and ``features`` /
+``labels`` in DGL's examples: both are found (``--feat-name`` / ``--label-name``
+name others).  In an emulated job every process first checks that the DGL
+adaptation is active and that it is on its own machine's partition
+(:func:`gnnbook.distributed.emulation.verify`).
 
 Without ``DGL_DIST_MODE`` (standalone mode) one process trains on a
 one-partition config with no servers: :func:`train_standalone` does this inside
@@ -50,9 +58,11 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from ..train import set_seed
-from .config import TrainConfig, make_model
+from . import emulation
+from .checkpoint import identity, load_checkpoint, resume_state, save_checkpoint
+from .config import TrainConfig, make_model, node_data_keys
 
-CHECKPOINT = "checkpoint.pt"
+__all__ = ["run", "train_standalone", "load_checkpoint", "main"]
 
 
 def _distributed() -> bool:
@@ -76,35 +86,22 @@ def _gather(values: list[float]) -> list[list[float]]:
     return [o.tolist() for o in out]
 
 
-def _num_classes(g, config: dict[str, Any]) -> int:
+def _num_classes(g, config: dict[str, Any], label_key: str) -> int:
     extra = config.get("gnnbook", {})
     if "num_classes" in extra:
         return int(extra["num_classes"])
-    return int(g.ndata["label"][0:g.num_nodes()].max()) + 1
+    return int(g.ndata[label_key][0:g.num_nodes()].max()) + 1
 
 
-def _evaluate(model, g, loader) -> tuple[float, float]:
+def _evaluate(model, g, loader, feat_key: str, label_key: str) -> tuple[float, float]:
     """(correct, total) over this rank's share, all neighbours."""
     correct = total = 0
     with torch.no_grad():
         for input_nodes, seeds, blocks in loader:
-            logits = model(blocks, g.ndata["feat"][input_nodes])
-            correct += int((logits.argmax(-1) == g.ndata["label"][seeds].long()).sum())
+            logits = model(blocks, g.ndata[feat_key][input_nodes])
+            correct += int((logits.argmax(-1) == g.ndata[label_key][seeds].long()).sum())
             total += len(seeds)
     return correct, total
-
-
-def _save_checkpoint(directory: Path, state: dict[str, Any]) -> None:
-    directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / f".{CHECKPOINT}.{os.getpid()}"
-    torch.save(state, tmp)
-    os.replace(tmp, directory / CHECKPOINT)  # never a half-written checkpoint
-
-
-def load_checkpoint(directory: str | Path) -> dict[str, Any] | None:
-    """The last checkpoint in ``directory`` (tensors and plain values only), or None."""
-    path = Path(directory) / CHECKPOINT
-    return torch.load(path, weights_only=True) if path.is_file() else None
 
 
 def run(part_config: str | Path, config: TrainConfig) -> dict[str, Any]:
@@ -113,13 +110,15 @@ def run(part_config: str | Path, config: TrainConfig) -> dict[str, Any]:
     meta = json.loads(Path(part_config).read_text())
     g = dgl.distributed.DistGraph(meta["graph_name"], part_config=str(part_config))
     book = g.get_partition_book()
+    emulation.verify(book.partid)  # each trainer on its own machine's partition
+    feat_key, label_key = node_data_keys(list(g.ndata.keys()), config.feat_name, config.label_name)
     rank, world = (dist.get_rank(), dist.get_world_size()) if _distributed() else (0, 1)
     splits = {s: dgl.distributed.node_split(g.ndata[f"{s}_mask"], book, force_even=True) for s in ("train", "val", "test")}
     train_nodes = len(splits["train"])
     keep = int(_reduce([train_nodes], dist.ReduceOp.MIN)[0])
     train_nids = splits["train"][:keep]
 
-    model = make_model(config, g.ndata["feat"].shape[1], _num_classes(g, meta))
+    model = make_model(config, g.ndata[feat_key].shape[1], _num_classes(g, meta, label_key))
     net = torch.nn.parallel.DistributedDataParallel(model) if _distributed() else model
     optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
     sampler = dgl.dataloading.NeighborSampler(config.fanouts)
@@ -130,12 +129,14 @@ def run(part_config: str | Path, config: TrainConfig) -> dict[str, Any]:
                     for s in ("val", "test")}
 
     history, start_epoch = [], 0
-    if config.resume:
-        state = load_checkpoint(config.checkpoint_dir)
-        if state is not None:
-            model.load_state_dict(state["model"])
-            optimizer.load_state_dict(state["optimizer"])
-            history, start_epoch = list(state["history"]), int(state["epoch"]) + 1
+    run_identity = identity(config, world, part_config)
+    state = resume_state(config, world, part_config)
+    if state is not None:
+        model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        history, start_epoch = list(state["history"]), int(state["epoch"]) + 1
+    elif config.resume_if_present and rank == 0:
+        print(f"no checkpoint in {config.checkpoint_dir}: starting from epoch 0", flush=True)
     steps_per_epoch = math.ceil(keep / config.batch_size)
     for epoch in range(start_epoch, config.epochs):
         set_seed(config.seed * 1_000_003 + epoch * 1009 + rank)
@@ -145,8 +146,8 @@ def run(part_config: str | Path, config: TrainConfig) -> dict[str, Any]:
             owner = book.nid2partid(input_nodes)
             local = int((owner == book.partid).sum())
             local_rows, remote_rows = local_rows + local, remote_rows + len(input_nodes) - local
-            logits = net(blocks, g.ndata["feat"][input_nodes])
-            loss = F.cross_entropy(logits, g.ndata["label"][seeds].long())
+            logits = net(blocks, g.ndata[feat_key][input_nodes])
+            loss = F.cross_entropy(logits, g.ndata[label_key][seeds].long())
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -154,7 +155,7 @@ def run(part_config: str | Path, config: TrainConfig) -> dict[str, Any]:
             steps += 1
         seconds = time.perf_counter() - start
         model.eval()
-        counts = [c for s in ("val", "test") for c in _evaluate(model, g, eval_loaders[s])]
+        counts = [c for s in ("val", "test") for c in _evaluate(model, g, eval_loaders[s], feat_key, label_key)]
         val_c, val_n, test_c, test_n = _reduce(counts)
         per_rank = _gather([steps, local_rows, remote_rows, seconds, loss_sum / max(1, steps)])
         history.append(dict(
@@ -166,8 +167,9 @@ def run(part_config: str | Path, config: TrainConfig) -> dict[str, Any]:
             print(f"epoch {epoch}: loss {history[-1]['loss']:.3f} val {history[-1]['val_acc']:.3f} "
                   f"test {history[-1]['test_acc']:.3f} {history[-1]['seconds']:.2f}s", flush=True)
             if config.checkpoint_dir:
-                _save_checkpoint(Path(config.checkpoint_dir), dict(
-                    epoch=epoch, model=model.state_dict(), optimizer=optimizer.state_dict(), history=history))
+                save_checkpoint(config.checkpoint_dir, dict(
+                    epoch=epoch, model=model.state_dict(), optimizer=optimizer.state_dict(), history=history,
+                    identity=run_identity))
             if config.fail_after_epoch == epoch:
                 os.kill(os.getpid(), signal.SIGKILL)  # fault injection: die as a crashed trainer would
 
@@ -220,6 +222,11 @@ def main(argv: list[str] | None = None) -> int:
     config = TrainConfig.from_args(args)
     # The launcher sends SIGUSR1 before it stops a hung job: the log shows where each thread was.
     faulthandler.register(signal.SIGUSR1, all_threads=True)
+    if os.environ.get("DGL_ROLE") == "server" and emulation.required():
+        # A server serves the partition of its machine: server id // servers per machine.
+        emulation.verify(int(os.environ["DGL_SERVER_ID"]) // int(os.environ.get("DGL_NUM_SERVER", "1")))
+    else:
+        emulation.verify()
     dgl.distributed.initialize(args.ip_config or os.environ.get("DGL_IP_CONFIG", ""))  # a server stays here
     if _distributed():
         dist.init_process_group("gloo")
@@ -228,5 +235,14 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _main_or_clear_error() -> int:
+    try:
+        return main()
+    except (emulation.EmulationError, ValueError) as err:  # bad input: one paragraph, not a traceback
+        print(f"error: {err}", file=sys.stderr, flush=True)
+        # os._exit: DGL's exit handler would wait for the other clients, which may never come.
+        os._exit(2)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(_main_or_clear_error())
