@@ -26,28 +26,36 @@ from gnnbook.comm import Comm
 from gnnbook.parallel.toy import make_data, make_mlp, shard
 
 
-def _counted_allreduce_hook(comm, bucket):  # no annotations: DDP checks them and they are strings here
-    """DDP's gradient all-reduce, through the byte counter: average one bucket."""
+def _counted_allreduce_hook(state, bucket):  # no annotations: DDP checks them and they are strings here
+    """DDP's gradient all-reduce, through the byte counter ``state["comm"]``: average one bucket."""
+    comm = state["comm"]
     buffer = bucket.buffer().div_(comm.world_size)
     work = comm.all_reduce(buffer, async_op=True)
     return work.get_future().then(lambda fut: fut.value()[0])
 
 
 def train_allreduce(sizes: list[int], n: int = 256, steps: int = 20, lr: float = 0.1, seed: int = 0) -> dict[str, Any]:
-    """DDP: every rank keeps a full replica, gradients are all-reduced each step."""
+    """DDP: every rank keeps a full replica, gradients are all-reduced each step.
+    ``comm`` covers steps 2.. (``measured_steps`` of them)."""
     rank, world = dist.get_rank(), dist.get_world_size()
     x, y = make_data(n, sizes[0], sizes[-1], seed)
     x, y = shard(x, rank, world), shard(y, rank, world)
-    comm = Comm()
     model = DistributedDataParallel(make_mlp(sizes, seed))
-    model.register_comm_hook(comm, _counted_allreduce_hook)
+    hook_state = {"comm": Comm(measure=False)}
+    model.register_comm_hook(hook_state, _counted_allreduce_hook)
     opt = torch.optim.SGD(model.parameters(), lr=lr)
-    for _ in range(steps):
+    for step in range(steps):
+        if step == min(2, steps - 1):
+            # DDP talks by itself in its first steps (it broadcasts the initial weights and, in the
+            # forward of step 1, the bucket order it learnt in step 0): measure from step 2 on,
+            # where the gradient all-reduce is all that crosses the wire.
+            hook_state["comm"] = Comm()
         opt.zero_grad()
         nn.functional.mse_loss(model(x), y).backward()
         opt.step()
     params = [p.detach().clone() for p in model.module.parameters()]
-    return {"params": params, "comm": comm.summary(), "param_bytes": sum(p.numel() * 4 for p in params)}
+    return {"params": params, "comm": hook_state["comm"].summary(), "measured_steps": steps - min(2, steps - 1),
+            "param_bytes": sum(p.numel() * 4 for p in params)}
 
 
 def train_parameter_server(sizes: list[int], n: int = 256, steps: int = 20, lr: float = 0.1,

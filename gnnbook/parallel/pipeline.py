@@ -39,7 +39,7 @@ def _one_step(stage: nn.Sequential, x: torch.Tensor, y: torch.Tensor, m: int, d_
     rows = [c.shape[0] for c in xs]
     busy = cpu = 0.0  # wall and CPU seconds spent computing
     inputs, outputs, sends = [], [], []
-    dist.barrier()
+    comm.barrier()
     start = time.perf_counter()
     for i in range(m):  # forward: all micro-batches
         if first:
@@ -110,7 +110,9 @@ def run_pipeline(width: int = 512, layers_per_stage: int = 4, batch: int = 512,
         for _ in range(repeats):
             stage.zero_grad()
             comm = Comm()
-            runs.append({**_one_step(stage, x, y, m, d_in, d_out, comm, emulated_s), "bytes_sent": comm.sent})
+            timing = _one_step(stage, x, y, m, d_in, d_out, comm, emulated_s)
+            comm.read()   # measured after the timed step (a quiet point of both stages)
+            runs.append({**timing, "bytes_sent": comm.sent, "formula_sent": comm.formula[0]})
         timings[str(m)] = runs
     with torch.no_grad():
         for p in stage.parameters():
