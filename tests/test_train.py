@@ -1,10 +1,12 @@
 """gnnbook.train: accuracy, determinism, early stopping, result record, AUC."""
 import numpy as np
 import pytest
+import torch
 
 from gnnbook.data import load_dataset
 from gnnbook.memory import PeakMemory
-from gnnbook.train import roc_auc, summarize, train_node_classifier, train_over_seeds, train_vgae
+from gnnbook.train import (accuracy, fit_node_classifier, model_input, prepare_graph, roc_auc, summarize,
+                           train_node_classifier, train_over_seeds, train_vgae)
 
 
 @pytest.fixture(scope="module")
@@ -24,6 +26,17 @@ def test_gcn_on_cora_learns_and_repeats(cora):
 def test_early_stopping_stops_after_patience(cora):
     r = train_node_classifier(cora, "gcn", seed=0, epochs=400, patience=5, progress=False)
     assert r.epochs_run < 400 and r.epochs_run - 1 - r.best_epoch == 5
+
+
+def test_fit_returns_the_model_of_the_best_epoch(cora):
+    model, result = fit_node_classifier(cora, "gat", seed=0, epochs=20, progress=False)
+    assert not model.training, "the returned model is in eval mode"
+    assert result.test_acc == train_node_classifier(cora, "gat", seed=0, epochs=20, progress=False).test_acc
+    g = prepare_graph(cora)
+    test = g.ndata["test_mask"]
+    with torch.no_grad():
+        logits = model(g, model_input(model, g.ndata["feat"]))
+    assert accuracy(logits[test], g.ndata["label"][test]) == result.test_acc, "the model is the one that was scored"
 
 
 def test_summary_over_seeds(cora):
