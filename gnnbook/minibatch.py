@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import dgl
 import numpy as np
@@ -149,6 +149,7 @@ def train_minibatch(
     max_batches_per_epoch: int | None = None,
     device: str = "cpu",
     progress: bool = True,
+    step: Callable[..., float] | None = None,
     **model_options: Any,
 ) -> TrainResult:
     """Train ``model_name`` on sampled minibatches of ``graph``'s training nodes.
@@ -159,7 +160,8 @@ def train_minibatch(
     graph.  ``seconds_per_epoch`` and ``peak_memory_bytes`` cover the training
     steps only (sampling, feature gather, forward, backward, update), which is
     what a minibatch system keeps small; ``max_batches_per_epoch`` caps the
-    steps per epoch (to measure a few steps of a large graph).
+    steps per epoch (to measure a few steps of a large graph).  ``step`` replaces
+    :func:`minibatch_step` (same arguments), e.g. a lab's own step.
 
     Example:
         >>> from gnnbook.data import load_dataset
@@ -171,6 +173,7 @@ def train_minibatch(
                                  epochs=MINIBATCH_DEFAULTS["epochs"] if epochs is None else epochs,
                                  patience=MINIBATCH_DEFAULTS["patience"] if patience is None else patience)
     batch_size = MINIBATCH_DEFAULTS["batch_size"] if batch_size is None else batch_size
+    take_step = minibatch_step if step is None else step
     fanouts = check_fanouts(fanouts, _num_layers(model_name, model_options))
 
     set_seed(seed)
@@ -204,7 +207,7 @@ def train_minibatch(
             for step, (input_nodes, output_nodes, blocks) in enumerate(loader):
                 if max_batches_per_epoch is not None and step >= max_batches_per_epoch:
                     break
-                losses.append(minibatch_step(model, optimizer, feat, labels, input_nodes, output_nodes, blocks))
+                losses.append(take_step(model, optimizer, feat, labels, input_nodes, output_nodes, blocks))
             train_seconds += time.perf_counter() - start
         peak_bytes = max(peak_bytes, peak.peak_bytes)
 
@@ -295,6 +298,39 @@ def feature_fetch_counts(graph: dgl.DGLGraph, owner: torch.Tensor, fanouts: Sequ
     return dict(input_nodes=float(inputs.mean()), remote_input_nodes=float(remote.mean()),
                 remote_fraction=float(remote.sum() / inputs.sum()), feature_bytes=float(inputs.mean() * row_bytes),
                 remote_feature_bytes=float(remote.mean() * row_bytes))
+
+
+def full_graph_boundary(graph: dgl.DGLGraph, owner: torch.Tensor, hidden: int, num_layers: int,
+                        bytes_per_value: int = 4) -> dict[str, Any]:
+    """What full-graph training on the parts given by ``owner`` (a part id per
+    node) must exchange between machines.
+
+    A part's *halo nodes* are the nodes of other parts with an edge into it:
+    their values cross the boundary.  Their input features can be copied once
+    (``feature_bytes_once``); every epoch, layers 2..L read the halo nodes'
+    hidden embeddings forward and send the gradients of those embeddings back
+    (``boundary_bytes_per_epoch`` = halo x hidden x bytes x 2 x (L - 1)).
+
+    Example:
+        >>> g = dgl.graph(([0, 1, 2], [1, 2, 3]))
+        >>> g.ndata["feat"] = torch.zeros(4, 5)
+        >>> full_graph_boundary(g, torch.tensor([0, 0, 1, 1]), hidden=8, num_layers=2)["halo_nodes"]
+        1
+    """
+    owner = torch.as_tensor(owner)
+    if owner.shape != (graph.num_nodes(),):
+        raise ValueError(f"owner must give a part id per node ({graph.num_nodes()}), got shape {tuple(owner.shape)}")
+    src, dst = graph.edges()
+    per_part = []
+    for part in range(int(owner.max()) + 1):
+        crossing = (owner[dst] == part) & (owner[src] != part)
+        per_part.append(int(torch.unique(src[crossing]).numel()))
+    halo = sum(per_part)
+    feat_dim = graph.ndata["feat"].shape[1]
+    return dict(halo_nodes=halo, halo_nodes_per_part=per_part,
+                edge_cut=float((owner[src] != owner[dst]).float().mean()),
+                feature_bytes_once=halo * feat_dim * bytes_per_value,
+                boundary_bytes_per_epoch=halo * hidden * bytes_per_value * 2 * (num_layers - 1))
 
 
 def gradient_bytes(model: torch.nn.Module) -> int:

@@ -1,0 +1,121 @@
+"""Every dataset-taking notebook over every shipped dataset it accepts, run as a teacher would.
+
+Each run executes the notebook with papermill (its default parameters plus
+``dataset``), has it write its claims (``results_path``, see
+:mod:`gnnbook.claims`), and counts the run as holding when the notebook ran
+to the end (every assert held) and every claim it recorded holds; the table
+says how many claims were recorded.
+
+    python tests/matrix.py                        # all notebooks x all datasets (make test-matrix)
+    python tests/matrix.py --only 04 --datasets citeseer
+
+prints one table, notebook x dataset -> holds / failed and seconds, and exits
+non-zero when any run failed.  ``tests/test_papermill.py`` runs one
+non-default dataset per notebook of this table on every ``make test``.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ("cora", "citeseer", "amazon-photo", "amazon-computers", "coauthor-cs")
+
+# notebook -> the datasets its parameters cell says it supports (the default among them)
+MATRIX: dict[str, tuple[str, ...]] = {
+    "chapters/01_introduction.ipynb": SHIPPED,
+    "chapters/02_gnn_models.ipynb": ("cora", "citeseer"),
+    "chapters/04_gnn_training.ipynb": SHIPPED,
+    "chapters/08_dgl_practice.ipynb": SHIPPED,
+}
+
+
+@dataclass
+class Run:
+    notebook: str
+    parameters: dict
+    holds: bool
+    seconds: float
+    detail: str  # failed claims, or the error that stopped the notebook
+
+    @property
+    def dataset(self) -> str:
+        return str(self.parameters.get("dataset", "(default)"))
+
+
+def run_notebook(notebook: str, parameters: dict, out_dir: Path, timeout_s: int = 1800) -> Run:
+    """Execute ``notebook`` (relative to the repository) with ``parameters`` and
+    read back its claims; never raises for a failing notebook."""
+    import papermill
+
+    from gnnbook.claims import read_claims
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    stem = Path(notebook).stem + "".join(f"_{v}" for v in parameters.values())
+    results = out_dir / f"{stem}.json"
+    results.unlink(missing_ok=True)
+    start = time.perf_counter()
+    try:
+        papermill.execute_notebook(str(ROOT / notebook), str(out_dir / f"{stem}.ipynb"),
+                                   parameters={**parameters, "results_path": str(results)},
+                                   cwd=str((ROOT / notebook).parent), kernel_name="python3",
+                                   progress_bar=False, execution_timeout=timeout_s)
+    except Exception as exc:  # a failed assert in a cell arrives as PapermillExecutionError
+        lines = [line for line in str(exc).splitlines() if line.strip()]
+        return Run(notebook, parameters, False, time.perf_counter() - start,
+                   " | ".join(lines[-3:])[:400] if lines else traceback.format_exc(limit=1))
+    seconds = time.perf_counter() - start
+    if not results.exists():
+        return Run(notebook, parameters, False, seconds, f"ran, but wrote no results file {results.name}")
+    claims = read_claims(results)["claims"]
+    failed = [c["claim"] for c in claims if not c["holds"]]
+    return Run(notebook, parameters, not failed, seconds,
+               f"{len(claims)} claims hold" if not failed else "failed: " + "; ".join(failed))
+
+
+def table(runs: list[Run]) -> str:
+    width = max(len(r.notebook) for r in runs)
+    lines = [f"{'notebook':<{width}}  {'dataset':<17} {'result':<7} {'seconds':>7}  detail"]
+    for r in runs:
+        lines.append(f"{r.notebook:<{width}}  {r.dataset:<17} {'holds' if r.holds else 'FAILED':<7} "
+                     f"{r.seconds:7.0f}  {r.detail}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", nargs="*", default=None, help="notebooks whose path contains one of these")
+    parser.add_argument("--datasets", nargs="*", default=None, help="only these datasets")
+    parser.add_argument("--out", default=None, help="keep the executed notebooks and results here")
+    args = parser.parse_args(argv)
+    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="gnnbook-matrix-"))
+    runs = []
+    for notebook, datasets in MATRIX.items():
+        if args.only and not any(word in notebook for word in args.only):
+            continue
+        for dataset in datasets:
+            if args.datasets and dataset not in args.datasets:
+                continue
+            run = run_notebook(notebook, {"dataset": dataset}, out)
+            print(f"{'holds ' if run.holds else 'FAILED'} {run.seconds:6.0f} s  {notebook} {dataset}: {run.detail}",
+                  flush=True)
+            runs.append(run)
+    if not runs:
+        print("nothing selected", file=sys.stderr)
+        return 2
+    print("\n" + table(runs))
+    print(f"\nexecuted notebooks and results in {out}")
+    return 0 if all(r.holds for r in runs) else 1
+
+
+if __name__ == "__main__":
+    # this checkout's gnnbook, for this process and for the kernels papermill starts
+    sys.path.insert(0, str(ROOT))
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    sys.exit(main())
