@@ -15,6 +15,12 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export DGLBACKEND := pytorch
 
 .PHONY: venv lab test test-matrix env clean-venv strip-notebooks
+.PHONY: lint release autograde course site
+# Teachers: `make autograde SUBMISSIONS=folder` (folder/<student>/<lab>.ipynb); the CSV goes to GRADES.
+SUBMISSIONS ?=
+GRADES ?= build/grades.csv
+# `make course NOTEBOOKS="chapters/02_gnn_models.ipynb labs/lab02_message_passing.ipynb"` runs a few.
+NOTEBOOKS ?=
 
 venv: $(STAMP)
 
@@ -30,7 +36,7 @@ $(STAMP): pyproject.toml
 lab: venv
 	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=$(CURDIR) $(ALLOW_ROOT) $(LAB_ARGS)
 
-test: venv
+test: venv lint
 	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
 
 # Every dataset-taking notebook over every shipped dataset it supports, through papermill; prints
@@ -39,6 +45,26 @@ test: venv
 MATRIX_ARGS ?=
 test-matrix: venv
 	$(VENV)/bin/python tests/matrix.py $(MATRIX_ARGS)
+
+# ruff (rules in pyproject.toml) over the package, tests, benchmarks and the notebooks' code.
+lint: venv
+	$(VENV)/bin/ruff check gnnbook tests benchmarks conftest.py chapters labs
+
+# Student versions of the labs (nbgrader): release/<lab>.ipynb, solutions replaced by stubs.
+release: venv
+	$(VENV)/bin/python -m gnnbook release --out release
+
+autograde: venv
+	@test -n "$(SUBMISSIONS)" || { echo "usage: make autograde SUBMISSIONS=folder  (folder/<student>/<lab>.ipynb)"; exit 2; }
+	$(VENV)/bin/python -m gnnbook autograde "$(SUBMISSIONS)" --grades "$(GRADES)"
+
+# Every notebook through papermill into build/course/, then one table of the course's claims.
+course: venv
+	$(VENV)/bin/python -m gnnbook course --out build/course $(NOTEBOOKS)
+
+# The course website (build/site/index.html) from the executed notebooks of `make course`.
+site: venv
+	$(VENV)/bin/python -m gnnbook site --executed build/course --out build/site
 
 env: venv
 	$(VENV)/bin/python -m gnnbook env

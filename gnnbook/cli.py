@@ -2,7 +2,8 @@
 
 Commands: ``env`` (check the pinned versions), ``datasets`` (table of the
 shipped datasets), ``train`` (full-graph training over several seeds), plus the
-distributed ones that ``gnnbook.distributed.commands`` registers.
+distributed ones that ``gnnbook.distributed.commands`` registers and the
+teachers' ones of ``gnnbook.teaching.commands``.
 
 Example:
     $ python -m gnnbook train --dataset cora --model gcn --seeds 5 --json
@@ -123,8 +124,9 @@ def build_parser() -> argparse.ArgumentParser:
 def _extensions() -> list[Callable]:
     """Subcommands that higher layers (the distributed runtime) add."""
     from .distributed.commands import register as dist_commands
+    from .teaching.commands import register as teaching_commands
 
-    return [dist_commands]
+    return [dist_commands, teaching_commands]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,115 @@
+"""`make course` and `make site` on two tiny generated notebooks: claims table, executed copies, website."""
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import nbformat
+import pytest
+
+from gnnbook.teaching.course import claims_table, report, run_course
+from gnnbook.teaching.site import build_site
+
+PARAMETERS = "results_path = None   # papermill: write the claims here\n"
+CHAPTER = """\
+import matplotlib.pyplot as plt
+from gnnbook.claims import Claims
+
+measured = sum(range(10))
+claims = Claims("01_tiny")
+assert claims.add("the sum of 0..9", source="Gauss, 1786, eq. 1", published="45", measured=str(measured),
+                  holds=measured == 45)
+claims.add("a claim that does not hold", source="nobody", published="1", measured="2", holds=False)
+plt.plot([0, 1], [1, 0])
+plt.title("a figure")
+plt.show()
+claims.write(results_path, {"sum": measured})
+"""
+
+
+def tiny_notebook(path: Path, title: str, body: str) -> Path:
+    parameters = nbformat.v4.new_code_cell(PARAMETERS, metadata={"tags": ["parameters"]})
+    nb = nbformat.v4.new_notebook(cells=[
+        nbformat.v4.new_markdown_cell(f"# {title}\n\nSome text with math, $a^2 + b^2$."),
+        parameters,
+        nbformat.v4.new_markdown_cell("## 1.1 Graph neural networks · 图神经网络"),
+        nbformat.v4.new_code_cell(body)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    nbformat.write(nb, path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def course(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("course")
+    notebooks = [tiny_notebook(folder / "01_tiny.ipynb", "Chapter 1 · 引言", CHAPTER),
+                 tiny_notebook(folder / "lab01_quiet.ipynb", "Lab 1 · 实验", "x = 1\nassert x == 1\n")]
+    out = folder / "executed"
+    return run_course(notebooks, out, timeout_s=120), out
+
+
+def test_course_table_has_every_claim_and_a_row_for_a_notebook_without_claims(course):
+    runs, out = course
+    assert [r.notebook for r in runs] == ["01_tiny", "lab01_quiet"]
+    assert all(r.executed.exists() and r.error is None for r in runs)
+    rows = [row for run in runs for row in run.rows()]
+    assert [r["holds"] for r in rows] == [True, False, None]
+    assert rows[0]["source"] == "Gauss, 1786, eq. 1" and rows[0]["measured"] == "45"
+    assert "no claims recorded" in rows[2]["claim"]
+    table, passed = report(runs)
+    assert not passed, "a claim that does not hold fails the course run"
+    assert "the sum of 0..9" in table and "NO" in table and "Gauss" in table
+    assert (out / "claims.json").exists()
+    assert claims_table(rows, markdown=True).count("\n") == len(rows) + 1
+
+
+def test_a_failing_notebook_gets_a_row_saying_so(tmp_path):
+    nb = tiny_notebook(tmp_path / "02_broken.ipynb", "Broken · 坏", "raise ValueError('on purpose')\n")
+    (run,) = run_course([nb], tmp_path / "out", timeout_s=120)
+    assert run.error and "ValueError" in run.error
+    assert run.rows()[0]["claim"].startswith("notebook failed") and run.rows()[0]["holds"] is False
+
+
+class _Links(HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.links, self.ids, self.images = [], set(), []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if "id" in attrs:
+            self.ids.add(attrs["id"])
+        for key in ("href", "src"):
+            if attrs.get(key) is not None:
+                self.links.append((tag, attrs[key]))
+        if tag == "img":
+            self.images.append(attrs.get("src"))
+
+
+def test_site_has_every_page_image_and_link_and_needs_no_network(course):
+    _, executed = course
+    index = build_site(executed, executed.parent / "site")
+    site = index.parent
+    pages = {p: _Links() for p in site.rglob("*.html")}
+    for page, parser in pages.items():
+        parser.feed(page.read_text())
+    names = {p.relative_to(site).as_posix() for p in pages}
+    assert {"index.html", "notebooks/01_tiny.html", "notebooks/lab01_quiet.html"} <= names
+    home = index.read_text()
+    assert "Chapter map" in home and "引言" in home and "the sum of 0..9" in home, "chapter map and claims table"
+    assert "1.1 Graph neural networks · 图神经网络" in home, "section titles in the navigation"
+    figures = [o for c in nbformat.read(executed / "01_tiny.ipynb", as_version=4).cells
+               for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
+    assert len(figures) == 1 and len(pages[site / "notebooks" / "01_tiny.html"].images) >= 1, "the figure"
+    for page, parser in pages.items():
+        for tag, link in parser.links:
+            parts = urlsplit(link)
+            if tag in ("script", "link", "img"):
+                assert not parts.scheme and not link.startswith("//"), f"{page.name} loads {link} from the network"
+            if parts.scheme or link.startswith("//") or link.startswith("mailto:"):
+                continue
+            target = (page.parent / unquote(parts.path)).resolve() if parts.path else page
+            assert target.exists(), f"{page.relative_to(site)} links to a missing {link}"
+            if parts.fragment and target.suffix == ".html" and target in pages:
+                assert parts.fragment in pages[target].ids, f"{page.relative_to(site)}: no anchor {link}"
+    mathjax = site / "_static" / "mathjax" / "MathJax.js"
+    assert mathjax.exists() and "mathjax/MathJax.js" in (site / "notebooks" / "01_tiny.html").read_text()
