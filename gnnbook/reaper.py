@@ -221,26 +221,31 @@ def main(tag: str, parent: int) -> None:
     for sig in (signal.SIGINT, signal.SIGHUP):
         signal.signal(sig, signal.SIG_IGN)  # a Ctrl-C or a closed terminal: the supervisor decides
     signal.signal(signal.SIGTERM, _exit_now)
-    folders, undo, shm, recorded_at = set(), [], set(), 0.0
+    folders, undo, shm, recorded_at, pending = set(), [], set(), 0.0, b""
     try:
-        while os.getppid() == parent:
-            if time.monotonic() - recorded_at > RECORD_EVERY_S:
+        while True:
+            gone = os.getppid() != parent  # re-parented: the supervisor died
+            if not gone and time.monotonic() - recorded_at > RECORD_EVERY_S:
                 shm |= shm_mapped(job_pids(tag), tag)
                 recorded_at = time.monotonic()
-            if not select.select([sys.stdin], [], [], RECORD_EVERY_S)[0]:
+            if not select.select([0], [], [], 0 if gone else RECORD_EVERY_S)[0]:
+                if gone:
+                    break
                 continue
-            line = sys.stdin.readline()
-            if not line:
-                break  # the supervisor is gone: its end of the pipe closed
-            command, *args = json.loads(line)
-            if command == "done":
-                return
-            if command == "folder":
-                folders.add(args[0])
-            elif command == "keep":
-                folders.discard(args[0])
-            elif command == "run":
-                undo.append(json.loads(args[0]))
+            chunk = os.read(0, 1 << 16)  # unbuffered: select must see every line still unread
+            if not chunk:
+                break  # the supervisor's end of the pipe closed: it is gone
+            *lines, pending = (pending + chunk).split(b"\n")
+            for line in lines:
+                command, *args = json.loads(line)
+                if command == "done":
+                    return
+                if command == "folder":
+                    folders.add(args[0])
+                elif command == "keep":
+                    folders.discard(args[0])
+                elif command == "run":
+                    undo.append(json.loads(args[0]))
     except SystemExit:
         pass
     sweep(tag, folders, undo, shm)

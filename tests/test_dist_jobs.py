@@ -316,6 +316,39 @@ def test_killed_launcher_leaves_nothing(cora2, sig):
             os.kill(pid, signal.SIGKILL)
 
 
+NETNS_LAUNCHER = """
+import sys
+from gnnbook.distributed import LocalCluster, TrainConfig
+with LocalCluster(sys.argv[1], mode="netns", deadline_s=300) as cluster:
+    print(cluster._namespaces.tag, flush=True)
+    cluster.train(TrainConfig(epochs=500))
+"""
+
+
+@pytest.mark.skipif(netns_available() is not None, reason=str(netns_available()))
+def test_killed_netns_launcher_leaves_no_namespace(cora2):
+    launcher = subprocess.Popen([sys.executable, "-c", NETNS_LAUNCHER, str(cora2)], stdout=subprocess.PIPE, text=True)
+    tag = f"gnnbook{launcher.pid}x"
+    try:
+        hosts = launcher.stdout.readline().strip()
+
+        def traces() -> dict[str, int]:
+            return {"netns": subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.count(hosts),
+                    "links": subprocess.run(["ip", "link"], capture_output=True, text=True).stdout.count(hosts),
+                    "mounts": Path("/proc/mounts").read_text().count(hosts), "processes": len(job_processes(tag))}
+
+        wait_until(lambda: len(job_processes(tag)) >= 4, 150, "the job's servers and trainers")
+        assert all(traces().values())
+        os.kill(launcher.pid, signal.SIGKILL)
+        killed = time.monotonic()
+        wait_until(lambda: not any(traces().values()) or time.monotonic() - killed > 10, 12, "")
+        assert not any(traces().values()), traces()
+    finally:
+        launcher.kill()
+        for pid in job_processes(tag):
+            os.kill(pid, signal.SIGKILL)
+
+
 def test_two_jobs_at_once(cora2, tmp_path):
     """Two local jobs of the same partitions on one host at the same time: own
     ports, own segments, each trainer on its own machine's partition."""
