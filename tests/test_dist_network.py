@@ -232,6 +232,7 @@ def test_port_clash_is_retried_with_fresh_ports(cora2, tmp_path, monkeypatch, ca
     assert set(codes.values()) == {0}
     assert f"port {taken} was taken when '{victim}' started; starting the job again" in capfd.readouterr().err
     assert "world 2" in (logs / "trainer-m1-r0.log").read_text()
+    assert "clients came and went, no server listens; done" in (logs / "store.log").read_text()  # not killed
 
 
 def test_port_clash_gives_up_after_bounded_retries(cora2, tmp_path, monkeypatch):

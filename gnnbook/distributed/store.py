@@ -94,6 +94,7 @@ def serve(host: str, port: int, world_size: int, servers: tuple[int, ...] = (), 
         if seen and not now:
             still = listening_ports()
             if still is None or not still.intersection(servers):
+                print(f"gnnbook store: {seen} clients came and went, no server listens; done", flush=True)
                 del store
                 return 0
         time.sleep(poll_s)
