@@ -15,8 +15,12 @@ of through ``torch.distributed.run`` so that one supervisor
 
 Three ways to place machine m (partition m):
 
-- ``local``: every machine on this host, servers on 127.0.0.1 with ports
-  chosen free, and the adaptation of :mod:`gnnbook.distributed.emulation` (no root);
+- ``local``: every machine on this host, the adaptation of
+  :mod:`gnnbook.distributed.emulation` (no root), and nothing listening beyond
+  loopback: servers on 127.0.0.1 with ports chosen free, the rendezvous store
+  in its own process (:mod:`gnnbook.distributed.store`) on 127.0.0.1, gloo on
+  the loopback interface; a port taken by the time it is bound makes
+  :func:`run_with_fresh_ports` start the job again with fresh ports;
 - ``netns``: every machine a network + mount namespace of this host with its
   own IP (root; :mod:`gnnbook.distributed.netns`), stock DGL;
 - ``cluster``: a host file in DGL's ip_config format (``IP [PORT]`` per line),
@@ -296,8 +300,9 @@ def plan_job(part_config: str | Path, command: list[str], num_trainers: int = 1,
         # on every interface); each rank connects to it as torchrun's workers do.
         common["GLOO_SOCKET_IFNAME"] = loopback_interface()
         trainer_env.update(TORCHELASTIC_USE_AGENT_STORE="True", TORCHELASTIC_RESTART_COUNT="0")
-        store_argv = [sys.executable, "-m", "gnnbook.distributed.store", "--host", machines[0].ip,
-                      "--port", str(master_port), "--world-size", str(world)]
+        servers = ",".join(str(m.port + s) for m in machines for s in range(num_servers))
+        store_argv = [sys.executable, "-m", "gnnbook.distributed.store", "--servers", servers, "--host",
+                      machines[0].ip, "--port", str(master_port), "--world-size", str(world)]
         package_root = str(Path(__file__).resolve().parents[2])
         path = os.pathsep.join(dict.fromkeys([package_root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]))
         processes.append(_proc("store", machines[0], "store", store_argv, {"PYTHONPATH": path}, cwd))

@@ -9,12 +9,14 @@ store): it binds ``--host`` (127.0.0.1) itself, hands the listening socket to
 ``TORCHELASTIC_USE_AGENT_STORE=True`` -- an unmodified DistDGL script too.
 
 The process exits 0 once every client that connected has gone (the trainers
-hold their connection until they exit), or on SIGTERM.  A port that is taken
+hold their connection until they exit, unless they destroy their process
+group) and none of the job's graph servers (``--servers``) listens any more
+(they stop when the last trainer exits), or on SIGTERM.  A port that is taken
 exits with :data:`PORT_TAKEN_EXIT` and a line naming the port, which the
 launcher recognises to retry the job with fresh ports.
 
 Example:
-    python -m gnnbook.distributed.store --host 127.0.0.1 --port 29811 --world-size 4
+    python -m gnnbook.distributed.store --host 127.0.0.1 --port 29811 --world-size 4 --servers 20100,20101
 """
 from __future__ import annotations
 
@@ -52,8 +54,25 @@ def _clients(port: int) -> int:
     return sum(1 for c in conns if c.laddr.port == port and c.raddr and c.raddr.port not in own)
 
 
-def serve(host: str, port: int, world_size: int, poll_s: float = 0.2) -> int:
-    """Host the store until every client has connected and gone; return the exit code."""
+def listening_ports() -> set[int] | None:
+    """Ports with a listening TCP socket in this network namespace (None: no /proc here)."""
+    ports, found = set(), False
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        found = True
+        for line in lines:
+            local, state = line.split()[1], line.split()[3]
+            if state == "0A":  # TCP_LISTEN
+                ports.add(int(local.rsplit(":", 1)[1], 16))
+    return ports if found else None
+
+
+def serve(host: str, port: int, world_size: int, servers: tuple[int, ...] = (), poll_s: float = 0.2) -> int:
+    """Host the store until every client has connected and gone and no port of
+    ``servers`` listens; return the exit code."""
     try:
         sock = listen(host, port)
     except OSError as err:
@@ -73,8 +92,11 @@ def serve(host: str, port: int, world_size: int, poll_s: float = 0.2) -> int:
         now = _clients(port)
         seen = max(seen, now)
         if seen and not now:
-            del store
-            return 0
+            still = listening_ports()
+            if still is None or not still.intersection(servers):
+                print(f"gnnbook store: {seen} clients came and went, no server listens; done", flush=True)
+                del store
+                return 0
         time.sleep(poll_s)
 
 
@@ -83,8 +105,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--world-size", type=int, required=True)
+    parser.add_argument("--servers", default="", help="the graph servers' ports, comma-separated")
     args = parser.parse_args(argv)
-    return serve(args.host, args.port, args.world_size)
+    return serve(args.host, args.port, args.world_size, tuple(int(p) for p in args.servers.split(",") if p))
 
 
 if __name__ == "__main__":
