@@ -263,6 +263,19 @@ class Comm:
         self._blocking("barrier", lambda: dist.barrier(group=self.group))
 
 
+def wire_vs_formula(summary: dict[str, Any], direction: str = "sent") -> dict[str, float]:
+    """One rank's measured bytes beside the formula and gloo's model (from :meth:`Comm.summary`):
+    ``overhead`` is ``(measured - formula) / formula``, gloo's headers and rounding.
+
+    Example:
+        >>> wire_vs_formula({"sent": 1044, "formula_sent": 1000, "expected_sent": 1044})["overhead"]
+        0.044
+    """
+    measured, formula = summary[direction], summary[f"formula_{direction}"]
+    return {"measured": measured, "formula": formula, "gloo model": summary[f"expected_{direction}"],
+            "overhead": (measured - formula) / formula if formula else 0.0}
+
+
 def total_bytes(summaries: list[dict[str, Any]], key: str = "sent") -> float:
     """Sum a per-rank field over ranks (``summaries`` from :meth:`Comm.summary`)."""
     return float(sum(s[key] for s in summaries))
