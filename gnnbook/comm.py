@@ -134,8 +134,9 @@ class Comm:
         self.calls = 0
         self.formula = [0.0, 0.0]
         self.expected = gloo_bytes.Volume()
+        self.rounding = 0          # bound on how far gloo's ring segments (whole elements) move bytes off the formula
         self.by_op: dict[str, dict[str, Any]] = defaultdict(lambda: {
-            "calls": 0, "formula_sent": 0.0, "formula_received": 0.0, "expected": gloo_bytes.Volume()})
+            "calls": 0, "formula_sent": 0.0, "formula_received": 0.0, "expected": gloo_bytes.Volume(), "rounding": 0})
         self.windows: dict[str, tuple[int, int]] = {}
         self._start = quiet_snapshot() if measure and self.world_size > 1 else {}
 
@@ -167,23 +168,27 @@ class Comm:
         """Collective: measured, formula and expected bytes, in total and per operation."""
         self.read()
 
-        def row(calls, f_sent, f_received, v: gloo_bytes.Volume) -> dict[str, Any]:
+        def row(calls, f_sent, f_received, v: gloo_bytes.Volume, rounding: int) -> dict[str, Any]:
             return {"calls": calls, "formula_sent": f_sent, "formula_received": f_received,
                     "expected_sent": v.wire_sent, "expected_received": v.wire_received,
                     "payload_sent": v.sent, "payload_received": v.received,
-                    "messages_sent": v.messages_sent, "messages_received": v.messages_received}
+                    "messages_sent": v.messages_sent, "messages_received": v.messages_received,
+                    "headers_sent": v.wire_sent - v.sent, "headers_received": v.wire_received - v.received,
+                    "rounding_bound": rounding}
 
         by_op = {}
         for op, r in self.by_op.items():
-            by_op[op] = row(r["calls"], r["formula_sent"], r["formula_received"], r["expected"])
+            by_op[op] = row(r["calls"], r["formula_sent"], r["formula_received"], r["expected"], r["rounding"])
             if op in self.windows:
                 by_op[op]["sent"], by_op[op]["received"] = self.windows[op]
         return {"sent": self.sent, "received": self.received, "measured": self.measure,
-                **row(self.calls, *self.formula, self.expected), "by_op": by_op,
+                **row(self.calls, *self.formula, self.expected, self.rounding), "by_op": by_op,
                 "windows": {k: list(v) for k, v in self.windows.items() if k not in self.by_op}}
 
-    def _count(self, op: str, formula_sent: float, formula_received: float, expected: gloo_bytes.Volume) -> None:
+    def _count(self, op: str, formula_sent: float, formula_received: float, expected: gloo_bytes.Volume,
+               rounding: int = 0) -> None:
         self.calls += 1
+        self.rounding += rounding
         self.formula[0] += formula_sent
         self.formula[1] += formula_received
         self.expected = self.expected + expected
@@ -192,6 +197,7 @@ class Comm:
         row["formula_sent"] += formula_sent
         row["formula_received"] += formula_received
         row["expected"] = row["expected"] + expected
+        row["rounding"] += rounding
 
     def _blocking(self, op: str, call) -> Any:
         if self.measure_each and self.measure and self.world_size > 1:
@@ -221,7 +227,8 @@ class Comm:
     def all_reduce(self, t: torch.Tensor, op=dist.ReduceOp.SUM, async_op: bool = False):
         n = self.world_size
         volume = ring_allreduce_bytes(nbytes(t), n)
-        self._count("all_reduce", volume, volume, gloo_bytes.all_reduce(nbytes(t), t.element_size(), n, self.rank))
+        self._count("all_reduce", volume, volume, gloo_bytes.all_reduce(nbytes(t), t.element_size(), n, self.rank),
+                    gloo_bytes.ring_rounding_bound(t.element_size(), n))
         if async_op:
             return dist.all_reduce(t, op=op, group=self.group, async_op=True)
         return self._blocking("all_reduce", lambda: dist.all_reduce(t, op=op, group=self.group))
@@ -238,7 +245,8 @@ class Comm:
         ring = ring_allreduce_bytes(nbytes(full), n)
         scatter_out, scatter_in = ((n - 1) * nbytes(out), 0) if me == 0 else (0, nbytes(out))
         self._count("reduce_scatter", ring + scatter_out, ring + scatter_in,
-                    gloo_bytes.reduce_scatter(nbytes(full), full.element_size(), n, me))
+                    gloo_bytes.reduce_scatter(nbytes(full), full.element_size(), n, me),
+                    gloo_bytes.ring_rounding_bound(full.element_size(), n))
         self._blocking("reduce_scatter", lambda: dist.reduce_scatter_tensor(out, full, op=op, group=self.group))
 
     def broadcast(self, t: torch.Tensor, src: int) -> None:
@@ -261,6 +269,23 @@ class Comm:
     def barrier(self) -> None:
         self._count("barrier", 0, 0, gloo_bytes.barrier(self.world_size))
         self._blocking("barrier", lambda: dist.barrier(group=self.group))
+
+
+def wire_vs_formula(summary: dict[str, Any], direction: str = "sent") -> dict[str, Any]:
+    """One rank's measured bytes beside the formula (from :meth:`Comm.summary`), and the stated
+    overhead: gloo's headers (48 B x 3 per message) and its ring rounding.  ``agrees``:
+    ``|measured - formula - headers| <= rounding bound``; ``overhead``: ``(measured - formula) / formula``.
+
+    Example:
+        >>> row = wire_vs_formula({"sent": 1144, "formula_sent": 1000, "headers_sent": 144, "rounding_bound": 0})
+        >>> row["agrees"], row["overhead"]
+        (True, 0.144)
+    """
+    measured, formula = summary[direction], summary[f"formula_{direction}"]
+    headers, rounding = summary[f"headers_{direction}"], summary["rounding_bound"]
+    return {"measured": measured, "formula": formula, "gloo headers": headers, "rounding bound": rounding,
+            "overhead": (measured - formula) / formula if formula else 0.0,
+            "agrees": abs(measured - formula - headers) <= rounding}
 
 
 def total_bytes(summaries: list[dict[str, Any]], key: str = "sent") -> float:

@@ -81,6 +81,13 @@ def _ring_segments(size_bytes: int, element_size: int, world_size: int) -> list[
     return [max(0, min(seg, size_bytes - i * seg)) for i in range(n2)]
 
 
+def ring_rounding_bound(element_size: int, world_size: int) -> int:
+    """How far one ring all-reduce's payload per rank can be from ``2(N-1)/N * S`` bytes: a full
+    chunk (two segments rounded up to whole elements) exceeds ``S/N`` by < 2 elements + 2 bytes, and
+    the last non-empty chunk falls short by at most N-1 times that; two chunks: < 4N elements."""
+    return 4 * world_size * element_size
+
+
 def all_reduce(size_bytes: int, element_size: int, world_size: int, rank: int) -> Volume:
     if world_size == 1 or size_bytes == 0:
         return Volume()
