@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
-from typing import Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
 # What a student's GCN layer must not call: DGL's layer and its normaliser, and the package's models.
 GCN_REFERENCES: tuple[str, ...] = (

@@ -10,7 +10,7 @@ import pytest
 from gnnbook.labcheck import ReferenceCallError
 
 LAB = Path(__file__).resolve().parents[1] / "labs" / "lab02_message_passing.ipynb"
-SOLUTION = re.compile(r"^([ \t]*)### BEGIN SOLUTION\n.*?^[ \t]*### END SOLUTION[ \t]*$", re.M | re.S)
+SOLUTION = re.compile(r"^([ \t]*)### BEGIN SOLUTION\n.*?^[ \t]*### END SOLUTION[ \t]*$", re.MULTILINE | re.DOTALL)
 
 # A "solution" that hands the work to DGL's layer: it must not pass.
 CALLS_GRAPHCONV = """\

@@ -5,8 +5,17 @@ import torch
 
 from gnnbook.data import load_dataset
 from gnnbook.memory import PeakMemory
-from gnnbook.train import (accuracy, fit_node_classifier, model_input, prepare_graph, roc_auc, summarize,
-                           train_node_classifier, train_over_seeds, train_vgae)
+from gnnbook.train import (
+    accuracy,
+    fit_node_classifier,
+    model_input,
+    prepare_graph,
+    roc_auc,
+    summarize,
+    train_node_classifier,
+    train_over_seeds,
+    train_vgae,
+)
 
 
 @pytest.fixture(scope="module")
