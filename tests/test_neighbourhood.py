@@ -1,6 +1,5 @@
 """Receptive fields: exact BFS counts, DGL-sampled counts, and their bounds."""
 import dgl
-import numpy as np
 import pytest
 import torch
 
