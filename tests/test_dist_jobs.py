@@ -290,7 +290,8 @@ def test_killed_launcher_leaves_nothing(cora2, sig):
         os.kill(launcher.pid, getattr(signal, sig))
         killed = time.monotonic()
         launcher.wait(10)
-        wait_until(lambda: not job_processes(tag) or time.monotonic() - killed > 10, 12, "")
+        wait_until(lambda: not (job_processes(tag) or any(w.exists() for w in workdirs))
+                   or time.monotonic() - killed > 10, 12, "")
         watch.stop()
         pids, shm = watch.leftovers()
         print(f"{sig}: {len(watch.seen_pids)} processes and {len(watch.seen_shm)} segments seen; "

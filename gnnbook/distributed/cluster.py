@@ -116,11 +116,15 @@ class LocalCluster:
             kept = {job.plan.workdir.resolve() for job in self.started if job.failed}
             for folder in sorted(kept):
                 print(f"logs of the failed job kept in {folder / 'logs'}", file=sys.stderr)
-            for entry in list(self._workdir.iterdir()):
-                if entry.resolve() not in kept:
-                    shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
             if not kept:
                 shutil.rmtree(self._workdir, ignore_errors=True)
+            for entry in list(self._workdir.iterdir()) if kept else []:
+                if entry.resolve() in kept:
+                    continue
+                if entry.is_dir():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    entry.unlink(missing_ok=True)
             self._workdir = None
 
     def new_job_dir(self) -> Path:
