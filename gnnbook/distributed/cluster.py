@@ -39,7 +39,6 @@ from .config import TrainConfig
 from .launcher import Job, JobPlan, LaunchError, plan_job, read_host_file, render
 from .partition import read_config
 
-
 RUN_DEADLINE_S = 600.0  # any script: its work is unknown
 # The trainer's deadline: start-up of servers and trainers plus, per epoch,
 # evaluation and the training steps.  Measured on a loaded 2-core machine:
