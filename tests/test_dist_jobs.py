@@ -33,6 +33,7 @@ from gnnbook.distributed.launcher import Job, JobFailed, LaunchError, plan_job
 from gnnbook.distributed.netns import netns_available
 from gnnbook.distributed.partition import partition_dataset
 
+
 @pytest.fixture(scope="module")
 def cora2(tmp_path_factory) -> Path:
     return partition_dataset("cora", 2, "metis", tmp_path_factory.mktemp("jobs") / "cora2")
@@ -63,7 +64,8 @@ def shm_mapped_by(pids: list[int]) -> set[str]:
     inodes = set()
     for pid in pids:
         try:
-            inodes |= {int(line.split()[4]) for line in open(f"/proc/{pid}/maps") if " /dev/shm/" in line}
+            maps = Path(f"/proc/{pid}/maps").read_text().splitlines()
+            inodes |= {int(line.split()[4]) for line in maps if " /dev/shm/" in line}
         except OSError:
             pass
     return {e.name for e in os.scandir("/dev/shm") if e.inode() in inodes} if inodes else set()
@@ -296,11 +298,13 @@ def test_killed_launcher_leaves_nothing(cora2, sig):
                    150, "the job's sampler processes")
         time.sleep(1.5)  # the watchdog records the job's segments once a second
         workdirs = {Path(line.split("=", 1)[1]).parent.parent for line in
-                    open(f"/proc/{job_processes(tag)[0]}/environ").read().split("\0") if line.startswith("DGL_IP_CONFIG=")}
+                    Path(f"/proc/{job_processes(tag)[0]}/environ").read_text().split("\0")
+                    if line.startswith("DGL_IP_CONFIG=")}
         os.kill(launcher.pid, getattr(signal, sig))
         killed = time.monotonic()
         launcher.wait(10)
-        wait_until(lambda: not job_processes(tag) or time.monotonic() - killed > 10, 12, "")
+        wait_until(lambda: not (job_processes(tag) or any(w.exists() for w in workdirs))
+                   or time.monotonic() - killed > 10, 12, "")
         watch.stop()
         pids, shm = watch.leftovers()
         print(f"{sig}: {len(watch.seen_pids)} processes and {len(watch.seen_shm)} segments seen; "

@@ -92,7 +92,8 @@ def _shm_of(pids: list[int]) -> set[str]:
     inodes = set()
     for pid in pids:
         try:
-            inodes |= {int(line.split()[4]) for line in open(f"/proc/{pid}/maps") if " /dev/shm/" in line}
+            maps = Path(f"/proc/{pid}/maps").read_text().splitlines()
+            inodes |= {int(line.split()[4]) for line in maps if " /dev/shm/" in line}
         except OSError:
             pass
     return {e.name for e in os.scandir("/dev/shm") if e.inode() in inodes}

@@ -39,7 +39,6 @@ from .config import TrainConfig
 from .launcher import Job, JobPlan, LaunchError, plan_job, read_host_file, render, run_with_fresh_ports
 from .partition import read_config
 
-
 RUN_DEADLINE_S = 600.0  # any script: its work is unknown
 # The trainer's deadline: start-up of servers and trainers plus, per epoch,
 # evaluation and the training steps.  Measured on a loaded 2-core machine:
@@ -116,11 +115,15 @@ class LocalCluster:
             kept = {job.plan.workdir.resolve() for job in self.started if job.failed}
             for folder in sorted(kept):
                 print(f"logs of the failed job kept in {folder / 'logs'}", file=sys.stderr)
-            for entry in list(self._workdir.iterdir()):
-                if entry.resolve() not in kept:
-                    shutil.rmtree(entry, ignore_errors=True) if entry.is_dir() else entry.unlink(missing_ok=True)
             if not kept:
                 shutil.rmtree(self._workdir, ignore_errors=True)
+            for entry in list(self._workdir.iterdir()) if kept else []:
+                if entry.resolve() in kept:
+                    continue
+                if entry.is_dir():
+                    shutil.rmtree(entry, ignore_errors=True)
+                else:
+                    entry.unlink(missing_ok=True)
             self._workdir = None
 
     def new_job_dir(self) -> Path:
