@@ -32,7 +32,7 @@ from gnnbook.distributed.partition import (PartitionError, PartitionWarning, cac
 REPO = Path(__file__).resolve().parents[1]
 
 
-def gnnbook_cli(*argv: str, timeout: float = 200, **env: str) -> subprocess.CompletedProcess:
+def gnnbook_cli(*argv: str, timeout: float = 300, **env: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "gnnbook", *argv], capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, **env})
 
@@ -175,7 +175,7 @@ def test_node_data_names_are_detected_or_listed(dgl_parts, tmp_path):
 
 def test_dist_train_on_dgl_made_partitions(dgl_parts, tmp_path):
     done = gnnbook_cli("dist-train", "--part-config", str(dgl_parts), "--epochs", "2", "--batch-size", "16",
-                       "--no-baseline", "--json", "--deadline", "150", "--workdir", str(tmp_path / "w"))
+                       "--no-baseline", "--json", "--deadline", "240", "--workdir", str(tmp_path / "w"))
     assert done.returncode == 0, done.stderr[-3000:]
     result = json.loads(done.stdout)
     assert result["world_size"] == 2 and result["epochs_run"] == 2 and result["test_acc"] > 0.3
@@ -247,7 +247,7 @@ def test_unmodified_dgl_style_script_through_launch(dgl_parts, tmp_path):
     swap = {"python3": sys.executable, "node_classification.py": str(script), "ogbn-products": "cora"}
     command = [swap.get(w, w) for w in command]
     command[command.index("--batch_size") + 1] = "16"  # Cora has 140 training nodes
-    done = gnnbook_cli(*options, "--deadline", "150", "--workdir", str(tmp_path / "w"), "--", *command,
+    done = gnnbook_cli(*options, "--deadline", "240", "--workdir", str(tmp_path / "w"), "--", *command,
                        "--out", str(tmp_path))
     assert done.returncode == 0, done.stderr[-3000:]
     ranks = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in range(2)]
@@ -278,9 +278,9 @@ def test_corrupt_partition_file_is_refused_before_start(cora2, tmp_path):
         feats.write_bytes(data[: len(data) // 2] if damage == "truncate" else data[:-1] + bytes([data[-1] ^ 1]))
         with pytest.raises(PartitionError, match="node_feat.dgl is damaged .*SHA-256"):
             LocalCluster(copy / cora2.name)
-        done = gnnbook_cli("dist-train", "--part-config", str(copy / cora2.name), "--epochs", "1",
-                           "--workdir", str(tmp_path / "w"), timeout=60)
-        assert done.returncode == 2 and "is damaged" in done.stderr and not list(tmp_path.rglob("logs"))
+    done = gnnbook_cli("dist-train", "--part-config", str(copy / cora2.name), "--epochs", "1",
+                       "--workdir", str(tmp_path / "w"), timeout=120)
+    assert done.returncode == 2 and "is damaged" in done.stderr and not list(tmp_path.rglob("logs"))
 
 
 def test_dgl_made_partition_gets_header_checks(dgl_parts, tmp_path):

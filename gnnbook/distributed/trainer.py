@@ -62,7 +62,7 @@ from . import emulation
 from .checkpoint import identity, load_checkpoint, resume_state, save_checkpoint
 from .config import TrainConfig, make_model, node_data_keys
 
-__all__ = ["run", "train_standalone", "load_checkpoint", "main"]
+__all__ = ["load_checkpoint", "main", "run", "train_standalone"]
 
 
 def _distributed() -> bool:
