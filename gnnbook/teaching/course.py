@@ -43,7 +43,7 @@ class NotebookRun:
             return [dict(base, claim=f"notebook failed: {self.error}", source="", published="",
                          measured="", holds=False)]
         if not self.claims:
-            return [dict(base, claim="(no claims recorded: the notebook does not write gnnbook.claims rows)",
+            return [dict(base, claim="(no claims recorded)",
                          source="", published="", measured="", holds=None)]
         return [dict(base, **{k: c.get(k, "") for k in ("claim", "source", "published", "measured", "holds")})
                 for c in self.claims]
