@@ -93,7 +93,7 @@ def _hostname_wrapper(tmp_path: Path) -> tuple[list[str], str]:
     if probe.returncode != 0:
         return [], "host name as it is"
     return (["unshare", "--mount", "--uts", "sh", "-c",
-             f'mount --bind "$0" /etc/hosts && hostname gnnbook-net-test && exec "$@"', str(hosts)],
+             'mount --bind "$0" /etc/hosts && hostname gnnbook-net-test && exec "$@"', str(hosts)],
             f"host name resolving to {address}")
 
 
