@@ -193,31 +193,3 @@ class PeakMemory:
         # they are still resident at exit, so their growth is subtracted.
         code_pages = max(0, _file_backed_bytes() - self._file_base)
         self.peak_bytes = max(0, top - self._base - code_pages)
-
-
-def exact_memory_or_say_why(say=print) -> bool:
-    """Make peak memory exact for the notebook that calls it, or say why it cannot be.
-
-    Exact here means two things: freed memory goes back to the OS (see
-    :func:`track_freed_memory`), and the kernel's high-water mark can be reset
-    (``/proc/self/clear_refs``), so :class:`PeakMemory` sees every peak.  Where
-    either is missing, ``say`` (``print`` by default) names what is missing;
-    a notebook then prints its memory checks instead of asserting them, and
-    says so: one rule for every notebook, nothing skipped silently.
-
-    Example:
-        >>> exact = exact_memory_or_say_why(say=lambda text: None)
-        >>> isinstance(exact, bool)
-        True
-    """
-    missing = []
-    if not track_freed_memory():
-        missing.append("the C library has no mallopt, so freed blocks are reused and a new tensor may not "
-                       "raise resident memory")
-    if not (_reset_hwm() and _vm_hwm_bytes() is not None):
-        missing.append("the kernel's high-water mark cannot be reset (/proc/self/clear_refs, VmHWM; Linux only), "
-                       "so peaks are sampled every millisecond and short ones can be missed")
-    if missing:
-        say("Peak memory is not exact on this machine: " + "; ".join(missing) + ". "
-            "The memory checks below are printed, not asserted.")
-    return not missing

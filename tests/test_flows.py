@@ -1,5 +1,5 @@
 """gnnbook.flows (both flows to convergence), gnnbook.minibatch.full_graph_boundary,
-gnnbook.leftovers and gnnbook.memory.exact_memory_or_say_why."""
+gnnbook.leftovers."""
 import os
 import subprocess
 import sys
@@ -8,7 +8,6 @@ import time
 import dgl
 import torch
 
-import gnnbook.memory as memory
 from gnnbook.data import load_dataset
 from gnnbook.distributed import emulation
 from gnnbook.flows import FlowComparison, compare_flows
@@ -83,11 +82,3 @@ def test_leftovers_sees_own_children_and_own_segments_only(tmp_path):
 
 def test_job_tags_start_with_the_own_job_prefix():
     assert emulation.new_job_tag().startswith(own_job_prefix())
-
-
-def test_exact_memory_or_say_why(monkeypatch):
-    said = []
-    assert memory.exact_memory_or_say_why(said.append) is True and said == []  # Linux with glibc
-    monkeypatch.setattr(memory, "track_freed_memory", lambda: False)
-    assert memory.exact_memory_or_say_why(said.append) is False
-    assert "mallopt" in said[0] and "not asserted" in said[0]
