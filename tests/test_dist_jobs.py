@@ -32,6 +32,7 @@ from gnnbook.distributed.config import TrainConfig
 from gnnbook.distributed.launcher import Job, JobFailed, LaunchError, plan_job
 from gnnbook.distributed.netns import netns_available
 from gnnbook.distributed.partition import partition_dataset
+from shm_probe import shm_mapped_by  # tests/ is on sys.path under pytest
 
 
 @pytest.fixture(scope="module")
@@ -57,18 +58,6 @@ def job_processes(tag: str) -> list[int]:
             except OSError:
                 pass
     return found
-
-
-def shm_mapped_by(pids: list[int]) -> set[str]:
-    """/dev/shm entries these processes map (by inode: semaphores are mapped under a temporary name)."""
-    inodes = set()
-    for pid in pids:
-        try:
-            maps = Path(f"/proc/{pid}/maps").read_text().splitlines()
-            inodes |= {int(line.split()[4]) for line in maps if " /dev/shm/" in line}
-        except OSError:
-            pass
-    return {e.name for e in os.scandir("/dev/shm") if e.inode() in inodes} if inodes else set()
 
 
 class JobWatch:

@@ -11,6 +11,7 @@ import psutil
 import pytest
 
 from gnnbook.procs import ProcessFailed, ProcessGroup
+from shm_probe import shm_mapped_by  # tests/ is on sys.path under pytest
 
 PY = sys.executable
 
@@ -86,19 +87,6 @@ def _procs_with(text: str) -> list[int]:
     return found
 
 
-def _shm_of(pids: list[int]) -> set[str]:
-    """/dev/shm entries these processes map, by inode (a semaphore is mapped
-    under glibc's temporary name, then renamed)."""
-    inodes = set()
-    for pid in pids:
-        try:
-            maps = Path(f"/proc/{pid}/maps").read_text().splitlines()
-            inodes |= {int(line.split()[4]) for line in maps if " /dev/shm/" in line}
-        except OSError:
-            pass
-    return {e.name for e in os.scandir("/dev/shm") if e.inode() in inodes}
-
-
 # A member that leaves a grandchild in a session of its own (out of reach of
 # killpg) and holds a multiprocessing semaphore (/dev/shm/sem.mp-*, freed by
 # nobody once its resource tracker is killed).
@@ -129,7 +117,7 @@ def test_killed_supervisor_leaves_no_process_and_no_segment(tmp_path, sig):
         while "ready" not in (tmp_path / "member.log").read_text() and time.monotonic() < end:
             time.sleep(0.1)
         pids = _procs_with(tag)
-        shm = _shm_of(pids)
+        shm = shm_mapped_by(pids)
         assert len(pids) >= 3 and any(s.startswith("sem.mp-") for s in shm), (pids, shm)  # member, tracker, grandchild
         time.sleep(1.5)  # the watchdog records the job's segments every second
         os.kill(parent.pid, getattr(signal, sig))
