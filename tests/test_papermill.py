@@ -12,12 +12,7 @@ from matrix import MATRIX, ROOT, run_notebook  # tests/ is on sys.path under pyt
 ALTERNATIVES = [
     ("chapters/01_introduction.ipynb", {"dataset": "cora"}),
     ("chapters/02_gnn_models.ipynb", {"dataset": "citeseer", "seeds": 5}),
-    # Known to fail (measured: minibatch seed 0 converges to 66.5% against full-graph 90.0%; with patience
-    # 100 still 77.1%, validation accuracy oscillating 0.6-0.87): minibatch GraphSAGE is unstable on
-    # amazon-photo at batch 64 of 160 training nodes. Open: larger batches or a lower minibatch lr,
-    # checked over every dataset. strict: this turns into a failure as soon as it holds.
-    pytest.param("chapters/04_gnn_training.ipynb", {"dataset": "amazon-photo"},
-                 marks=pytest.mark.xfail(strict=True, reason="minibatch GraphSAGE unstable on amazon-photo (open)")),
+    ("chapters/04_gnn_training.ipynb", {"dataset": "amazon-photo"}),
     ("chapters/08_dgl_practice.ipynb", {"dataset": "citeseer"}),
 ]
 
