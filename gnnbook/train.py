@@ -140,24 +140,14 @@ def prepare_graph(graph: dgl.DGLGraph) -> dgl.DGLGraph:
     return dgl.add_self_loop(dgl.remove_self_loop(graph))
 
 
-def train_node_classifier(
-    graph: dgl.DGLGraph,
-    model_name: str = "gcn",
-    seed: int = 0,
-    epochs: int | None = None,
-    patience: int | None = None,
-    lr: float | None = None,
-    weight_decay: float | None = None,
-    device: str = "cpu",
-    progress: bool = True,
-    **model_options: Any,
-) -> TrainResult:
+def train_node_classifier(graph: dgl.DGLGraph, model_name: str = "gcn", **options: Any) -> TrainResult:
     """Train ``model_name`` full-graph on ``graph``'s train mask, keep the
     weights of the epoch with the best validation accuracy (ties: lower
     validation loss), stop after ``patience`` epochs without improvement, and
-    report test accuracy for those weights."""
-    return fit_node_classifier(graph, model_name, seed=seed, epochs=epochs, patience=patience, lr=lr,
-                               weight_decay=weight_decay, device=device, progress=progress, **model_options)[1]
+    report test accuracy for those weights.  ``options`` are those of
+    :func:`fit_node_classifier` (seed, epochs, patience, lr, weight_decay,
+    device, progress, model options); only the result is returned."""
+    return fit_node_classifier(graph, model_name, **options)[1]
 
 
 def fit_node_classifier(
