@@ -474,3 +474,12 @@ def test_standalone_gat_in_one_process(tmp_path):
     steps = math.ceil(140 / TrainConfig().batch_size)  # Cora's 140 training nodes, one trainer
     assert result["mode"] == "standalone" and result["steps_per_trainer"] == [steps]
     assert result["feature_rows"]["remote"] == [0] and 0.0 <= result["test_acc"] <= 1.0
+
+
+def test_a_job_with_sampler_processes_finishes(cora2):
+    """Trainers with a DGL sampler process each (--num-samplers 1) train and
+    exit cleanly: samplers start, serve the minibatches and stop with their trainer."""
+    with LocalCluster(cora2, num_trainers=1, num_samplers=1, deadline_s=180) as cluster:
+        result = cluster.train(TrainConfig(epochs=2))
+    assert result["epochs_run"] == 2 and result["world_size"] == 2
+    assert result["test_acc"] > 0.3  # two epochs: learning, not converged
