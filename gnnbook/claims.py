@@ -60,10 +60,16 @@ class Claims:
 
 def write_json_atomic(path: str | os.PathLike, payload: Any) -> Path:
     """Write ``payload`` as JSON to ``path`` through a temporary file and a rename."""
+    return write_text_atomic(path, json.dumps(payload, indent=2, default=_jsonable))
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    """Write ``text`` to ``path`` through a temporary file and a rename, so a
+    reader sees the old file or the whole new one, never half of it."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(payload, indent=2, default=_jsonable))
+    tmp.write_text(text)
     tmp.replace(path)
     return path
 

@@ -40,6 +40,8 @@ from pathlib import Path
 
 import nbformat
 
+from ..claims import write_text_atomic
+
 BEGIN_SOLUTION = "### BEGIN SOLUTION"
 END_SOLUTION = "### END SOLUTION"
 CHECK_PREFIX = "# Check"
@@ -252,7 +254,4 @@ def _write_csv_atomic(path: Path, rows: list[dict]) -> None:
     writer = csv.DictWriter(buffer, fieldnames=GRADE_FIELDS)
     writer.writeheader()
     writer.writerows(rows)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(buffer.getvalue())
-    tmp.replace(path)
+    write_text_atomic(path, buffer.getvalue())
