@@ -31,8 +31,10 @@ from __future__ import annotations
 
 import csv
 import io
+import os
 import re
 import shutil
+import sys
 import tempfile
 import warnings
 from collections import defaultdict
@@ -202,6 +204,11 @@ class _Course:
         from nbgrader.coursedir import CourseDirectory
         from traitlets.config import Config
 
+        # nbgrader creates its gradebook by running the `alembic` command: the one installed
+        # beside this interpreter, also when the venv is not activated (outside make).
+        bin_dir = str(Path(sys.executable).parent)
+        if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
+            os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
         self.root = root
         config = Config()
         config.CourseDirectory.root = str(root)
