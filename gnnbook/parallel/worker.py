@@ -90,6 +90,7 @@ def main(argv: list[str]) -> int:
     # (CLOCK_MONOTONIC is shared by all processes of a Linux machine.)
     deadline_at = float(os.environ.get("GNNBOOK_DEADLINE_AT", time.monotonic() + 60))
     faulthandler.dump_traceback_later(max(deadline_at - time.monotonic() - 2, 1), exit=False)
+    faulthandler.register(signal.SIGUSR1, all_threads=True)  # the launcher asks for stacks before it kills
     torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS", "1")))
     fn = load_function(spec)
     args = json.loads(Path(args_path).read_text())
