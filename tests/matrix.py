@@ -32,6 +32,7 @@ MATRIX: dict[str, tuple[str, ...]] = {
     "chapters/01_introduction.ipynb": SHIPPED,
     "chapters/02_gnn_models.ipynb": ("cora", "citeseer"),
     "chapters/04_gnn_training.ipynb": SHIPPED,
+    "chapters/05c_execution_engine.ipynb": ("cora", "citeseer", "amazon-photo"),
     "chapters/08_dgl_practice.ipynb": SHIPPED,
 }
 

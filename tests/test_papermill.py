@@ -13,6 +13,7 @@ ALTERNATIVES = [
     ("chapters/01_introduction.ipynb", {"dataset": "cora"}),
     ("chapters/02_gnn_models.ipynb", {"dataset": "citeseer", "seeds": 5}),
     ("chapters/04_gnn_training.ipynb", {"dataset": "amazon-photo"}),
+    ("chapters/05c_execution_engine.ipynb", {"dataset": "amazon-photo"}),
     ("chapters/08_dgl_practice.ipynb", {"dataset": "citeseer"}),
 ]
 
