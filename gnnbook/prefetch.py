@@ -26,7 +26,7 @@ Example:
     >>> from gnnbook.data import load_dataset
     >>> g = load_dataset("cora")                                              # doctest: +SKIP
     >>> nodes = torch.arange(512)                                             # doctest: +SKIP
-    >>> serial = run_loop(serial_minibatches(g, nodes, [10, 10], 64), g, hidden=16)  # doctest: +SKIP
+    >>> serial = run_loop(SerialLoader(g, nodes, [10, 10], 64), g, hidden=16)  # doctest: +SKIP
     >>> with PrefetchingLoader(g, nodes, [10, 10], 64) as loader:             # doctest: +SKIP
     ...     pipelined = run_loop(loader, g, hidden=16)
     >>> pipelined.epoch_seconds[0] < serial.epoch_seconds[0]                  # doctest: +SKIP
@@ -110,17 +110,21 @@ def graph_arrays(graph: dgl.DGLGraph, seed_nodes: torch.Tensor) -> dict[str, tor
                 labels=g.ndata["label"].contiguous(), seeds=seeds.contiguous())
 
 
-def _sampled(arrays: dict[str, torch.Tensor], fanouts: Sequence[int], batch_size: int, epochs: int,
-             seed: int) -> Iterator[tuple[int, int, torch.Tensor, torch.Tensor, list, tuple[float, float]]]:
-    """``(epoch, step, input_nodes, output_nodes, blocks, (sample start, end))``:
-    the one sampler both loops run.  Minibatches depend only on NumPy's
-    generator (shuffling, and the sampler's per-pass seed), seeded here."""
-    num_nodes = arrays["feat"].shape[0]
-    g = dgl.graph((arrays["src"], arrays["dst"]), num_nodes=num_nodes)
-    g.create_formats_()
-    np.random.seed(seed)
-    for epoch in range(epochs):
-        batches, step = iter(neighbor_loader(g, arrays["seeds"], fanouts, batch_size, shuffle=True)), 0
+class _Sampler:
+    """The one sampler both loops run, an epoch at a time.  Minibatches depend
+    only on NumPy's generator (shuffling, and the sampler's per-pass seed),
+    seeded here, so a seed gives the same minibatches in either process."""
+
+    def __init__(self, arrays: dict[str, torch.Tensor], fanouts: Sequence[int], batch_size: int, seed: int):
+        self.graph = dgl.graph((arrays["src"], arrays["dst"]), num_nodes=arrays["feat"].shape[0])
+        self.graph.create_formats_()
+        self.seeds, self.fanouts, self.batch_size = arrays["seeds"], list(fanouts), batch_size
+        np.random.seed(seed)
+
+    def epoch(self) -> Iterator[tuple[int, torch.Tensor, torch.Tensor, list, tuple[float, float]]]:
+        """``(step, input_nodes, output_nodes, blocks, (sample start, end))`` of one epoch."""
+        batches = iter(neighbor_loader(self.graph, self.seeds, self.fanouts, self.batch_size, shuffle=True))
+        step = 0
         while True:
             start = now()
             # torch's DataLoader draws a base seed from torch's generator on its first
@@ -130,27 +134,48 @@ def _sampled(arrays: dict[str, torch.Tensor], fanouts: Sequence[int], batch_size
                 with torch.random.fork_rng(devices=[]):
                     input_nodes, output_nodes, blocks = next(batches)
             except StopIteration:
-                break
-            yield epoch, step, input_nodes, output_nodes, blocks, (start, now())
+                return
+            yield step, input_nodes, output_nodes, blocks, (start, now())
             step += 1
 
 
-def serial_minibatches(graph: dgl.DGLGraph, seed_nodes: torch.Tensor, fanouts: Sequence[int], batch_size: int,
-                       epochs: int = 1, seed: int = 0) -> Iterator[Minibatch]:
+class _EpochLoader:
+    """``epoch()`` yields the next epoch's minibatches; iterating yields all epochs left."""
+    epochs: int
+    _next_epoch: int = 0
+
+    def epoch(self) -> Iterator[Minibatch]:
+        raise NotImplementedError
+
+    def __iter__(self) -> Iterator[Minibatch]:
+        while self._next_epoch < self.epochs:
+            yield from self.epoch()
+
+
+class SerialLoader(_EpochLoader):
     """Minibatches sampled and fetched in the calling process, just before each step.
 
     Example:
         >>> g = dgl.graph(([0, 1, 2], [1, 2, 0]))
         >>> g.ndata.update(feat=torch.ones(3, 2), label=torch.zeros(3, dtype=torch.int64))
-        >>> [len(mb.output_nodes) for mb in serial_minibatches(g, torch.arange(3), [2], 2)]
+        >>> [len(mb.output_nodes) for mb in SerialLoader(g, torch.arange(3), [2], 2)]
         [2, 1]
     """
-    arrays = graph_arrays(graph, seed_nodes)
-    fanouts = check_fanouts(fanouts, len(fanouts))
-    for epoch, step, input_nodes, output_nodes, blocks, sample in _sampled(arrays, fanouts, batch_size, epochs, seed):
-        start = now()
-        x, y = arrays["feat"][input_nodes], arrays["labels"][output_nodes]
-        yield Minibatch(epoch, step, input_nodes, output_nodes, blocks, x, y, sample, (start, now()))
+
+    def __init__(self, graph: dgl.DGLGraph, seed_nodes: torch.Tensor, fanouts: Sequence[int], batch_size: int,
+                 epochs: int = 1, seed: int = 0):
+        self.arrays = graph_arrays(graph, seed_nodes)
+        self.epochs, self._next_epoch = epochs, 0
+        self._sampler = _Sampler(self.arrays, check_fanouts(fanouts, len(fanouts)), batch_size, seed)
+
+    def epoch(self) -> Iterator[Minibatch]:
+        epoch, self._next_epoch = self._next_epoch, self._next_epoch + 1
+        if epoch >= self.epochs:
+            return
+        for step, input_nodes, output_nodes, blocks, sample in self._sampler.epoch():
+            start = now()
+            x, y = self.arrays["feat"][input_nodes], self.arrays["labels"][output_nodes]
+            yield Minibatch(epoch, step, input_nodes, output_nodes, blocks, x, y, sample, (start, now()))
 
 
 # --- the shared-memory arena: graph arrays, then `depth` minibatch slots ------
@@ -192,6 +217,30 @@ def _send(conn: Connection, message: dict[str, Any]) -> None:
     conn.send_bytes(json.dumps(message).encode())
 
 
+def _put(arena: torch.Tensor, spec: dict[str, Any], arrays: dict[str, torch.Tensor], slot: int, epoch: int,
+         step: int, input_nodes: torch.Tensor, output_nodes: torch.Tensor, blocks: list,
+         sample: tuple[float, float]) -> dict[str, Any]:
+    """Fetch one minibatch into ``slot``; returns its header."""
+    start = now()
+    base = spec["slots_offset"] + slot * spec["slot_bytes"]
+    parts = {"input_nodes": input_nodes, "output_nodes": output_nodes}
+    for layer, block in enumerate(blocks):
+        parts[f"u{layer}"], parts[f"v{layer}"] = block.edges()
+    feat, labels = arrays["feat"], arrays["labels"]
+    rows = {"x": torch.empty((len(input_nodes), *feat.shape[1:]), dtype=feat.dtype, device="meta"),
+            "y": torch.empty(len(output_nodes), dtype=labels.dtype, device="meta")}
+    layout, end = _layout({**rows, **parts}, base)
+    if end > base + spec["slot_bytes"]:
+        raise RuntimeError(f"a minibatch of {end - base} bytes does not fit a slot of {spec['slot_bytes']}")
+    # Fetch: gather the feature rows and labels straight into the slot (no second copy).
+    torch.index_select(feat, 0, input_nodes, out=_view(arena, layout["x"][2], *layout["x"][:2]))
+    torch.index_select(labels, 0, output_nodes, out=_view(arena, layout["y"][2], *layout["y"][:2]))
+    for name, t in parts.items():
+        _view(arena, layout[name][2], *layout[name][:2]).copy_(t)
+    return {"epoch": epoch, "step": step, "slot": slot, "tensors": layout, "sample": sample,
+            "fetch": [start, now()], "blocks": [[b.num_src_nodes(), b.num_dst_nodes()] for b in blocks]}
+
+
 def _produce(spec: dict[str, Any]) -> None:
     """The producer process: sample and fetch ahead, one slot per minibatch."""
     # One thread: the consumer's compute owns the other core (see _one_thread).
@@ -203,48 +252,42 @@ def _produce(spec: dict[str, Any]) -> None:
     sock.connect(spec["socket"])
     conn = Connection(sock.detach())
     _send(conn, {"ready": os.getpid()})
-    free: list[int] = []
-    for epoch, step, input_nodes, output_nodes, blocks, sample in _sampled(
-            arrays, spec["fanouts"], spec["batch_size"], spec["epochs"], spec["seed"]):
-        while not free:  # the bounded queue: wait until the consumer hands a slot back
-            try:
-                free += json.loads(conn.recv_bytes())["free"]
-            except EOFError:
-                return  # the consumer is gone (closed early): nothing more to do
-        slot = free.pop(0)
-        start = now()
-        base = spec["slots_offset"] + slot * spec["slot_bytes"]
-        parts = {"input_nodes": input_nodes, "output_nodes": output_nodes}
-        for layer, block in enumerate(blocks):
-            u, v = block.edges()
-            parts[f"u{layer}"], parts[f"v{layer}"] = u, v
-        feat, labels = arrays["feat"], arrays["labels"]
-        shapes = {"x": torch.empty((len(input_nodes), *feat.shape[1:]), dtype=feat.dtype, device="meta"),
-                  "y": torch.empty(len(output_nodes), dtype=labels.dtype, device="meta")}
-        layout, end = _layout({**shapes, **parts}, base)
-        if end > base + spec["slot_bytes"]:
-            raise RuntimeError(f"minibatch of {end - base} bytes does not fit a slot of {spec['slot_bytes']}")
-        # Fetch: gather the feature rows straight into the slot (no second copy).
-        torch.index_select(feat, 0, input_nodes, out=_view(arena, layout["x"][2], *layout["x"][:2]))
-        torch.index_select(labels, 0, output_nodes, out=_view(arena, layout["y"][2], *layout["y"][:2]))
-        for name, t in parts.items():
-            _view(arena, layout[name][2], *layout[name][:2]).copy_(t)
-        _send(conn, {"epoch": epoch, "step": step, "slot": slot, "tensors": layout, "sample": sample,
-                     "fetch": [start, now()], "blocks": [[b.num_src_nodes(), b.num_dst_nodes()] for b in blocks]})
-    _send(conn, {"done": True})
-    with contextlib.suppress(EOFError, OSError):
-        while True:  # until the consumer closes its end
-            conn.recv_bytes()
+    free, started = [], -1  # slots handed back; the last epoch the consumer started
+
+    def read() -> None:
+        nonlocal started
+        message = json.loads(conn.recv_bytes())  # EOFError: the consumer is gone
+        free.extend(message.get("free", []))
+        started = max(started, message.get("go", -1))
+
+    sampler = _Sampler(arrays, spec["fanouts"], spec["batch_size"], spec["seed"])
+    try:
+        for epoch in range(spec["epochs"]):
+            while started < epoch:  # an epoch starts when the consumer starts it, as in the serial loop
+                read()
+            for step, input_nodes, output_nodes, blocks, sample in sampler.epoch():
+                while not free:  # the bounded queue: wait until the consumer hands a slot back
+                    read()
+                _send(conn, _put(arena, spec, arrays, free.pop(0), epoch, step, input_nodes, output_nodes,
+                                 blocks, sample))
+            _send(conn, {"epoch_end": epoch})
+        while True:  # all sent: wait until the consumer closes its end
+            read()
+    except EOFError:
+        return
 
 
-class PrefetchingLoader:
-    """Minibatches made ``depth`` steps ahead by a producer process.
+class PrefetchingLoader(_EpochLoader):
+    """Minibatches sampled and fetched ahead by a producer process.
 
-    Use it as a context manager; iterating yields :class:`Minibatch` objects
-    in the order :func:`serial_minibatches` yields them (same seed, same
-    minibatches).  A minibatch's tensors live in a shared slot that is reused
-    once the next minibatch is requested: finish with one before asking for
-    the next.  ``deadline_s`` bounds the whole run, start-up included.
+    Use it as a context manager; :meth:`epoch` (or iterating, for all epochs)
+    yields :class:`Minibatch` objects in the order :class:`SerialLoader`
+    yields them (same seed, same minibatches).  The producer starts an epoch
+    when the consumer does, as the serial loop would, and then keeps at most
+    ``depth`` minibatches fetched ahead.  A minibatch's tensors live in a
+    shared slot that is reused once the next minibatch is requested: finish
+    with one before asking for the next, and consume an epoch to its end.
+    ``deadline_s`` bounds the whole run, start-up included.
 
     Example:
         >>> from gnnbook.data import load_dataset
@@ -263,6 +306,7 @@ class PrefetchingLoader:
         self.arrays = graph_arrays(graph, seed_nodes)
         self.fanouts, self.batch_size = check_fanouts(fanouts, len(fanouts)), batch_size
         self.epochs, self.seed, self.depth, self.deadline_s = epochs, seed, depth, deadline_s
+        self._next_epoch, self._abandoned = 0, False
         self.group: ProcessGroup | None = None
         self.producer_pid: int | None = None
         self._conn: Connection | None = None
@@ -348,14 +392,23 @@ class PrefetchingLoader:
                     self._check_producer(gone=True)
             self._check_producer()
 
-    def __iter__(self) -> Iterator[Minibatch]:
+    def epoch(self) -> Iterator[Minibatch]:
+        """The next epoch's minibatches."""
         if self._conn is None:
             raise RuntimeError("use PrefetchingLoader as a context manager: with PrefetchingLoader(...) as loader")
-        _send(self._conn, {"free": list(range(self.depth))})
+        if self._abandoned:
+            raise RuntimeError("an epoch was left before its end: its minibatches are still in flight; "
+                               "start a new PrefetchingLoader")
+        epoch, self._next_epoch = self._next_epoch, self._next_epoch + 1
+        if epoch >= self.epochs:
+            return
+        _send(self._conn, {"go": epoch, "free": list(range(self.depth)) if epoch == 0 else []})
+        self._abandoned = True  # until the epoch's end arrives
         while True:
             start = now()
             header = self._receive()
-            if header.get("done"):
+            if "epoch_end" in header:
+                self._abandoned = False
                 return
             t = {name: _view(self._arena, offset, dtype, shape)
                  for name, (dtype, shape, offset) in header["tensors"].items()}
@@ -417,7 +470,7 @@ def run_loop(source: Iterable[Minibatch], graph: dgl.DGLGraph, hidden: int = 64,
     Example:
         >>> from gnnbook.data import load_dataset
         >>> g = load_dataset("cora")                                                          # doctest: +SKIP
-        >>> run = run_loop(serial_minibatches(g, torch.arange(256), [5, 5], 64), g, hidden=16)  # doctest: +SKIP
+        >>> run = run_loop(SerialLoader(g, torch.arange(256), [5, 5], 64), g, hidden=16)  # doctest: +SKIP
         >>> len(run.timeline)                                                                 # doctest: +SKIP
         4
     """
@@ -442,6 +495,59 @@ def run_loop(source: Iterable[Minibatch], graph: dgl.DGLGraph, hidden: int = 64,
                 batches.append((mb.input_nodes.clone(), mb.output_nodes.clone()))
     ends = [epoch_ends[e] for e in sorted(epoch_ends)]
     return LoopRun(timeline, [b - a for a, b in zip([0.0] + ends[:-1], ends)], losses, batches)
+
+
+def balance_hidden(graph: dgl.DGLGraph, seed_nodes: torch.Tensor, fanouts: Sequence[int], batch_size: int,
+                   seed: int = 0, low: int = 4, high: int = 64, steps: int = 8, **model_options: Any) -> dict[str, float]:
+    """The hidden size at which a step's compute costs about what its sample +
+    fetch cost (serial loop, one thread): compute grows about linearly with
+    the hidden size, so it is measured at ``low`` and ``high`` on ``steps``
+    minibatches (after one warm-up step) and the line is solved, within [low, high].
+
+    Example:
+        >>> from gnnbook.data import load_dataset
+        >>> g = load_dataset("cora")                                                      # doctest: +SKIP
+        >>> 4 <= balance_hidden(g, torch.arange(640), [10, 10], 64, dropout=0.0)["hidden"] <= 64  # doctest: +SKIP
+        True
+    """
+    nodes = torch.as_tensor(seed_nodes)[: (steps + 1) * batch_size]
+    producer, compute = [], {}
+    for hidden in (low, high):
+        run = run_loop(SerialLoader(graph, nodes, fanouts, batch_size, seed=seed), graph, hidden=hidden,
+                       num_layers=len(fanouts), seed=seed, **model_options)
+        steps_run = run.timeline[1:] or run.timeline
+        producer += [s["sample"][1] - s["sample"][0] + s["fetch"][1] - s["fetch"][0] for s in steps_run]
+        compute[hidden] = float(np.mean([s["compute"][1] - s["compute"][0] for s in steps_run]))
+    target = float(np.mean(producer))
+    slope = (compute[high] - compute[low]) / (high - low)
+    hidden = high if slope <= 0 else low + (target - compute[low]) / slope
+    return dict(hidden=int(round(min(high, max(low, hidden)))), sample_fetch_s=target,
+                compute_low_s=compute[low], compute_high_s=compute[high])
+
+
+def compare_loops(graph: dgl.DGLGraph, seed_nodes: torch.Tensor, fanouts: Sequence[int], batch_size: int,
+                  hidden: int, epochs: int = 3, seed: int = 0, depth: int = 2, deadline_s: float = 300.0,
+                  **model_options: Any) -> dict[str, list]:
+    """Serial and pipelined epochs of the same minibatches, alternating (a
+    serial epoch, then the pipelined one), so that a machine whose load drifts
+    slows both alike.  Returns ``{"serial": [LoopRun per epoch], "pipelined": [...]}``.
+
+    Example:
+        >>> from gnnbook.data import load_dataset
+        >>> g = load_dataset("cora")                                                       # doctest: +SKIP
+        >>> runs = compare_loops(g, torch.arange(640), [10, 10], 64, hidden=8, epochs=2)    # doctest: +SKIP
+        >>> len(runs["serial"]), len(runs["pipelined"])                                    # doctest: +SKIP
+        (2, 2)
+    """
+    serial = SerialLoader(graph, seed_nodes, fanouts, batch_size, epochs=epochs, seed=seed)
+    runs: dict[str, list] = {"serial": [], "pipelined": []}
+    options = dict(hidden=hidden, num_layers=len(fanouts), seed=seed, **model_options)
+    with PrefetchingLoader(graph, seed_nodes, fanouts, batch_size, epochs=epochs, seed=seed, depth=depth,
+                           deadline_s=deadline_s) as pipelined:
+        for _ in range(epochs):
+            runs["serial"].append(run_loop(serial.epoch(), graph, **options))
+            runs["pipelined"].append(run_loop(pipelined.epoch(), graph, **options))
+    return runs
 
 
 def _rel(interval: tuple[float, float] | None, origin: float) -> tuple[float, float] | None:

@@ -13,7 +13,7 @@ import torch
 from gnnbook import reaper
 from gnnbook.data import load_dataset
 from gnnbook.procs import ProcessFailed
-from gnnbook.prefetch import PrefetchingLoader, run_loop, serial_minibatches
+from gnnbook.prefetch import PrefetchingLoader, run_loop, SerialLoader
 
 FANOUTS, BATCH = [5, 5], 64
 
@@ -36,7 +36,7 @@ def _left_behind(tag: str) -> tuple[list[int], list[str]]:
 @pytest.fixture(scope="module")
 def runs(cora, nodes):
     """One serial and one pipelined run of 2 epochs, same seed."""
-    serial = run_loop(serial_minibatches(cora, nodes, FANOUTS, BATCH, epochs=2, seed=3), cora, hidden=16,
+    serial = run_loop(SerialLoader(cora, nodes, FANOUTS, BATCH, epochs=2, seed=3), cora, hidden=16,
                       keep_batches=True)
     with PrefetchingLoader(cora, nodes, FANOUTS, BATCH, epochs=2, seed=3, depth=2, deadline_s=240) as loader:
         pipelined = run_loop(loader, cora, hidden=16, keep_batches=True)
@@ -45,7 +45,7 @@ def runs(cora, nodes):
 
 
 @pytest.mark.timeout(300)
-def test_pipelined_loop_sees_the_serial_minibatches(runs, cora, nodes):
+def test_pipelined_loop_sees_the_SerialLoader(runs, cora, nodes):
     serial, pipelined, _ = runs
     steps = [(s["epoch"], s["step"]) for s in serial.timeline]
     assert steps == [(s["epoch"], s["step"]) for s in pipelined.timeline]
@@ -63,7 +63,7 @@ def test_pipelined_loop_sees_the_serial_minibatches(runs, cora, nodes):
 @pytest.mark.timeout(120)
 def test_another_seed_draws_other_minibatches(runs, cora, nodes):
     serial, _, _ = runs
-    other = run_loop(serial_minibatches(cora, nodes, FANOUTS, BATCH, epochs=1, seed=4), cora, hidden=16,
+    other = run_loop(SerialLoader(cora, nodes, FANOUTS, BATCH, epochs=1, seed=4), cora, hidden=16,
                      keep_batches=True)
     assert not all(torch.equal(a[0], b[0]) for a, b in zip(serial.batches, other.batches))
 
