@@ -13,7 +13,7 @@ import torch
 from gnnbook import reaper
 from gnnbook.data import load_dataset
 from gnnbook.procs import ProcessFailed
-from gnnbook.prefetch import PrefetchingLoader, run_loop, SerialLoader
+from gnnbook.prefetch import PrefetchingLoader, SerialLoader, compare_loops, run_loop
 
 FANOUTS, BATCH = [5, 5], 64
 
@@ -130,3 +130,15 @@ def test_bad_input_names_the_problem(cora, nodes):
         PrefetchingLoader(cora, torch.tensor([cora.num_nodes()]), FANOUTS, BATCH)
     with pytest.raises(RuntimeError, match="context manager"):
         iter(PrefetchingLoader(cora, nodes, FANOUTS, BATCH)).__next__()
+
+
+@pytest.mark.timeout(240)
+def test_compare_loops_alternates_epochs_of_the_same_minibatches(cora, nodes):
+    runs = compare_loops(cora, nodes, FANOUTS, BATCH, hidden=8, epochs=2, dropout=0.0)
+    assert len(runs["serial"]) == len(runs["pipelined"]) == 2
+    for epoch, (serial, pipelined) in enumerate(zip(runs["serial"], runs["pipelined"])):
+        assert [(s["epoch"], s["input_nodes"]) for s in serial.timeline] == \
+            [(s["epoch"], s["input_nodes"]) for s in pipelined.timeline]
+        assert {s["epoch"] for s in serial.timeline} == {epoch}
+        # The producer starts an epoch when the consumer does: nothing of it was made before.
+        assert pipelined.timeline[0]["sample"][0] >= 0
