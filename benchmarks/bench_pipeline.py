@@ -7,9 +7,10 @@ computes (torch and DGL on one thread each: the two stages share the 2 cores).
 The hidden size is chosen so that compute costs about what sample + fetch
 cost (:func:`gnnbook.prefetch.balance_hidden`); both stage costs are printed.
 Serial and pipelined epochs alternate on the same minibatches, so drifting
-machine load hits both.  Prints the ratio pipelined / serial (target <= 0.75
-on 2 cores; 0.5 is the ideal of a perfectly balanced two-stage pipeline),
-the SALIENT bound max(stage) / sum(stages), and the load average.
+machine load hits both.  Prints the ratio pipelined / serial (median over
+the pairs of epochs; target <= 0.75 on 2 cores; 0.5 is the ideal of a
+perfectly balanced two-stage pipeline), the SALIENT bound sum(stages) /
+max(stage), and the load average.
 
     nice python benchmarks/bench_pipeline.py [--dataset amazon-photo] [--epochs 5]
 """
@@ -62,8 +63,9 @@ def main() -> None:
           f"sum(stages) {1000 * total:.0f} ms, max(stage) {1000 * slowest:.0f} ms "
           f"(SALIENT bound: speedup <= {total / slowest:.2f})")
     print(f"load average before {load_before[0]:.2f}, after {os.getloadavg()[0]:.2f} (1 min; 2 cores)")
-    ratio = pipelined / serial
-    print(f"ratio pipelined / serial = {ratio:.2f}  (target <= 0.75) -> {'OK' if ratio <= 0.75 else 'SLOWER THAN TARGET'}")
+    # Each pair (a serial epoch, then a pipelined one) runs back to back: its ratio sees one load.
+    ratio = statistics.median(p.epoch_seconds[0] / s.epoch_seconds[0] for s, p in zip(runs["serial"], runs["pipelined"]))
+    print(f"ratio pipelined / serial = {ratio:.2f}  (median pair; target <= 0.75) -> {'OK' if ratio <= 0.75 else 'SLOWER THAN TARGET'}")
     print(f"ratio pipelined / max(stage) = {pipelined / slowest:.2f}  (>= 1: not faster than the slowest stage)")
 
 
