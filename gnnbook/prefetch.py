@@ -37,8 +37,10 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import shutil
 import socket
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -318,7 +320,10 @@ class PrefetchingLoader(_EpochLoader):
         return self.group.tag if self.group else None
 
     def __enter__(self) -> "PrefetchingLoader":
-        self.group = ProcessGroup(self.deadline_s, grace_s=5.0)
+        # The job's folder (the sampler's log, the socket): removed when the run
+        # ends well or the supervisor dies, kept after a failure for its log.
+        self.group = ProcessGroup(self.deadline_s, log_dir=tempfile.mkdtemp(prefix="gnnbook-prefetch-"), grace_s=5.0)
+        self.group.remove_on_death(self.group.log_dir)
         try:
             self._start()
         except BaseException:
@@ -431,6 +436,8 @@ class PrefetchingLoader(_EpochLoader):
                 path.unlink(missing_ok=True)
             if self.group is not None:
                 self.group.__exit__(*exc)
+                if exc[0] is None:
+                    shutil.rmtree(self.group.log_dir, ignore_errors=True)
 
 
 # --- the training loop both sources feed, and its timeline ---------------------

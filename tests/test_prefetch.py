@@ -5,6 +5,7 @@ leaves nothing behind.  No timing thresholds: only orderings of recorded events.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 
 import pytest
@@ -109,6 +110,8 @@ def test_dying_producer_stops_the_loop_promptly_and_leaves_nothing(cora, nodes):
     assert "sampler" in message and "SIGKILL" in message and "deadline" not in message  # its death, not a timeout
     assert _left_behind(loader.tag) == ([], [])
     assert not (loader.group.log_dir / "prefetch.sock").exists()
+    assert (loader.group.log_dir / "sampler.log").exists()  # kept after a failure, for its log
+    shutil.rmtree(loader.group.log_dir)
 
 
 @pytest.mark.timeout(120)
@@ -117,8 +120,9 @@ def test_leaving_early_stops_the_producer(cora, nodes):
         for minibatch in loader:
             if minibatch.step == 2:
                 break
-        tag = loader.tag
+        tag, log_dir = loader.tag, loader.group.log_dir
     assert _left_behind(tag) == ([], [])
+    assert not log_dir.exists()  # a run that ended well leaves no log folder either
 
 
 def test_bad_input_names_the_problem(cora, nodes):
