@@ -1,0 +1,73 @@
+"""Pipelined vs serial minibatch epoch (gnnbook.prefetch), on a workload whose
+stages cost about the same.
+
+The serial loop samples, fetches and computes each step in turn; the
+pipelined loop samples and fetches in a producer process while the consumer
+computes (torch and DGL on one thread each: the two stages share the 2 cores).
+The hidden size is chosen so that compute costs about what sample + fetch
+cost (:func:`gnnbook.prefetch.balance_hidden`); both stage costs are printed.
+Serial and pipelined epochs alternate on the same minibatches, so drifting
+machine load hits both.  Prints the ratio pipelined / serial (median over
+the pairs of epochs; target <= 0.75 on 2 cores; 0.5 is the ideal of a
+perfectly balanced two-stage pipeline), the SALIENT bound sum(stages) /
+max(stage), and the load average.
+
+    nice python benchmarks/bench_pipeline.py [--dataset amazon-photo] [--epochs 5]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+
+os.environ.setdefault("DGLBACKEND", "pytorch")
+
+import torch  # noqa: E402
+
+from gnnbook.data import load_dataset  # noqa: E402
+from gnnbook.prefetch import balance_hidden, compare_loops  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--dataset", default="amazon-photo", help="a shipped dataset")
+    parser.add_argument("--fanouts", default="10,10", help="neighbours per layer, comma-separated")
+    parser.add_argument("--batch-size", type=int, default=256)
+    parser.add_argument("--seed-nodes", type=int, default=3072, help="seed nodes per epoch (a random subset)")
+    parser.add_argument("--epochs", type=int, default=5, help="serial and pipelined epochs each (alternating)")
+    parser.add_argument("--depth", type=int, default=2, help="minibatches the producer may fetch ahead")
+    args = parser.parse_args()
+    fanouts = [int(f) for f in args.fanouts.split(",")]
+    graph = load_dataset(args.dataset)
+    nodes = torch.randperm(graph.num_nodes(), generator=torch.Generator().manual_seed(0))[:args.seed_nodes]
+    load_before = os.getloadavg()
+
+    balance = balance_hidden(graph, nodes, fanouts, args.batch_size, dropout=0.0)
+    hidden = balance["hidden"]
+    runs = compare_loops(graph, nodes, fanouts, args.batch_size, hidden=hidden, epochs=args.epochs,
+                         depth=args.depth, dropout=0.0)
+    serial = statistics.median(r.epoch_seconds[0] for r in runs["serial"])
+    pipelined = statistics.median(r.epoch_seconds[0] for r in runs["pipelined"])
+    bounds = [r.pipeline_bound() for r in runs["serial"]]
+    producer = statistics.median(b["sample+fetch"] for b in bounds)
+    compute = statistics.median(b["compute"] for b in bounds)
+    slowest = statistics.median(b["max_stage"] for b in bounds)
+    total = statistics.median(b["sum_stages"] for b in bounds)
+    steps = len(runs["serial"][0].timeline)
+
+    print(f"{args.dataset}: {len(nodes)} seeds, fanouts {fanouts}, batch {args.batch_size}, GraphSAGE hidden {hidden} "
+          f"(dropout 0), {steps} steps per epoch, depth {args.depth}")
+    print(f"stage costs per step (serial loop): sample + fetch {1000 * producer / steps:.1f} ms, "
+          f"compute {1000 * compute / steps:.1f} ms")
+    print(f"epoch (median of {args.epochs}): serial {1000 * serial:.0f} ms, pipelined {1000 * pipelined:.0f} ms; "
+          f"sum(stages) {1000 * total:.0f} ms, max(stage) {1000 * slowest:.0f} ms "
+          f"(SALIENT bound: speedup <= {total / slowest:.2f})")
+    print(f"load average before {load_before[0]:.2f}, after {os.getloadavg()[0]:.2f} (1 min; 2 cores)")
+    # Each pair (a serial epoch, then a pipelined one) runs back to back: its ratio sees one load.
+    ratio = statistics.median(p.epoch_seconds[0] / s.epoch_seconds[0] for s, p in zip(runs["serial"], runs["pipelined"]))
+    print(f"ratio pipelined / serial = {ratio:.2f}  (median pair; target <= 0.75) -> {'OK' if ratio <= 0.75 else 'SLOWER THAN TARGET'}")
+    print(f"ratio pipelined / max(stage) = {pipelined / slowest:.2f}  (>= 1: not faster than the slowest stage)")
+
+
+if __name__ == "__main__":
+    main()
