@@ -67,12 +67,30 @@ def capacity_for(fraction: float, num_nodes: int) -> int:
 
 # --- access traces from the real sampler ------------------------------------
 
+def _build_formats_on_one_thread(graph) -> None:
+    """Build the graph's sparse formats on one thread.  DGL converts COO to
+    CSC in parallel, and a node's in-edges then come out in an order that
+    changes from process to process, so the same seed would sample other
+    neighbours; converted on one thread the order is the same every run."""
+    import dgl
+
+    if "csc" in graph.formats()["created"]:
+        return
+    threads = dgl.utils.get_num_threads()
+    dgl.utils.set_num_threads(1)
+    try:
+        graph.create_formats_()
+    finally:
+        dgl.utils.set_num_threads(threads)
+
+
 def record_trace(graph, seed_nodes, fanouts: Sequence[int], batch_size: int, epochs: int = 1,
                  seed: int = 0) -> np.ndarray:
     """The feature-row accesses of ``epochs`` epochs of DGL's neighbour sampler
     over ``seed_nodes``: each minibatch's input nodes (unique within it), in
     order, concatenated into one int64 array.  Seeded: the same call gives the
-    same trace (see :class:`gnnbook.minibatch.SerialSamplingLoader`).
+    same trace, in every process (see :class:`gnnbook.minibatch.SerialSamplingLoader`),
+    when the graph's CSC format is built here (not yet by someone else).
 
     Example:
         >>> import dgl
@@ -88,6 +106,7 @@ def record_trace(graph, seed_nodes, fanouts: Sequence[int], batch_size: int, epo
     seed_nodes = torch.as_tensor(seed_nodes, dtype=torch.int64)
     if len(seed_nodes) == 0:
         raise ValueError("no seed nodes to sample minibatches from")
+    _build_formats_on_one_thread(graph)
     set_seed(seed)
     loader = neighbor_loader(graph, seed_nodes, fanouts, batch_size, shuffle=True)
     batches = [input_nodes.numpy() for _ in range(epochs) for input_nodes, _, _ in loader]
@@ -303,10 +322,13 @@ def graph_degrees(graph) -> np.ndarray:
 
 
 def trace_and_presample(graph, seed_nodes, fanouts: Sequence[int], batch_size: int, epochs: int = 1,
-                        seed: int = 0, presample_seed: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+                        seed: int = 0, presample_seed: int | None = None,
+                        presample_epochs: int = 1) -> tuple[np.ndarray, np.ndarray]:
     """The measured trace (``epochs`` epochs, ``seed``) and the access counts of
-    one pre-sampled epoch with another seed (``presample_seed``, default ``seed + 1``),
-    as GNNLab pre-samples before training.
+    ``presample_epochs`` pre-sampled epochs with another seed (``presample_seed``,
+    default ``seed + 1``), as GNNLab pre-samples before training.  The counts
+    estimate each row's access frequency: a small training set (a few
+    minibatches per epoch) needs more than one pre-sampled epoch.
 
     Example:
         >>> import dgl
@@ -317,13 +339,13 @@ def trace_and_presample(graph, seed_nodes, fanouts: Sequence[int], batch_size: i
     """
     trace = record_trace(graph, seed_nodes, fanouts, batch_size, epochs=epochs, seed=seed)
     presample_seed = seed + 1 if presample_seed is None else presample_seed
-    warmup = record_trace(graph, seed_nodes, fanouts, batch_size, epochs=1, seed=presample_seed)
+    warmup = record_trace(graph, seed_nodes, fanouts, batch_size, epochs=presample_epochs, seed=presample_seed)
     return trace, access_counts(warmup, graph.num_nodes())
 
 
 def simulate_partitioned_cache(graph, parts, train_nids_per_part: Sequence, fanouts: Sequence[int],
                                batch_size: int, policy: str, fraction: float, epochs: int = 1,
-                               seed: int = 0) -> dict[str, Any]:
+                               seed: int = 0, *, presample_epochs: int = 1) -> dict[str, Any]:
     """Predict a DistDGL job's feature-cache hit rate for the partition
     assignment ``parts`` (a partition id per node).
 
@@ -332,8 +354,8 @@ def simulate_partitioned_cache(graph, parts, train_nids_per_part: Sequence, fano
     ``gnnbook.train.prepare_graph(g)``); its *remote* accesses are the input
     nodes outside partition ``k``; its cache holds ``round(fraction *
     num_nodes)`` rows chosen only among nodes outside partition ``k``.  The
-    pre-sampling policy counts one epoch of the trainer's own sampler with seed
-    ``seed + 1 + k``; the measured epochs use seed ``seed + k``.  Returns
+    pre-sampling policy counts ``presample_epochs`` epochs of the trainer's own
+    sampler with seed ``seed + 1 + k``; the measured epochs use seed ``seed + k``.  Returns
     ``dict(policy, fraction, capacity, hits, misses, remote_accesses,
     accesses, hit_rate, per_part)`` with hit rate = sum of hits / sum of remote
     accesses.
@@ -361,7 +383,8 @@ def simulate_partitioned_cache(graph, parts, train_nids_per_part: Sequence, fano
     per_part = []
     for part, seeds in enumerate(train_nids_per_part):
         trace, presample_counts = trace_and_presample(graph, seeds, fanouts, batch_size, epochs,
-                                                      seed=seed + part, presample_seed=seed + 1 + part)
+                                                      seed=seed + part, presample_seed=seed + 1 + part,
+                                                      presample_epochs=presample_epochs)
         remote = trace[parts[trace] != part]
         result = simulate(remote, policy, capacity, num_nodes, degrees=degrees,
                           presample_counts=presample_counts,

@@ -154,3 +154,22 @@ def test_bad_input_names_the_problem():
         cache.simulate(TRACE, "degree", 2, 4)
     with pytest.raises(ValueError, match="not a static policy"):
         cache.static_cache("lru", 2, 4)
+
+
+TRACE_DIGEST = """
+import hashlib, sys, torch
+from gnnbook import cache
+from gnnbook.data import load_dataset
+g = load_dataset("powerlaw", num_nodes=100_000, avg_degree=10, seed=0)   # (DGL converts a graph this big in parallel)
+trace = cache.record_trace(g, torch.arange(0, 100_000, 20), [10, 10], 256, epochs=1, seed=0)
+print(hashlib.sha256(trace.tobytes()).hexdigest())
+"""
+
+
+def test_a_recorded_trace_is_the_same_in_every_process():
+    import subprocess
+    import sys
+
+    digests = {subprocess.run([sys.executable, "-c", TRACE_DIGEST], check=True, capture_output=True, text=True,
+                              timeout=300).stdout.strip() for _ in range(3)}
+    assert len(digests) == 1, f"three processes recorded {len(digests)} different traces"
