@@ -27,6 +27,7 @@ Example:
 """
 from __future__ import annotations
 
+import contextlib
 import heapq
 from collections import OrderedDict, deque
 from typing import Any, Sequence
@@ -67,19 +68,18 @@ def capacity_for(fraction: float, num_nodes: int) -> int:
 
 # --- access traces from the real sampler ------------------------------------
 
-def _build_formats_on_one_thread(graph) -> None:
-    """Build the graph's sparse formats on one thread.  DGL converts COO to
-    CSC in parallel, and a node's in-edges then come out in an order that
-    changes from process to process, so the same seed would sample other
-    neighbours; converted on one thread the order is the same every run."""
+@contextlib.contextmanager
+def _one_sampling_thread():
+    """Run DGL on one thread inside the block.  Sampled with more threads, the
+    same seed gave other neighbours in another process (measured here on a
+    100,000-node graph: DGL's parallel format conversion and sampling are not
+    ordered); on one thread every process records the same trace."""
     import dgl
 
-    if "csc" in graph.formats()["created"]:
-        return
     threads = dgl.utils.get_num_threads()
     dgl.utils.set_num_threads(1)
     try:
-        graph.create_formats_()
+        yield
     finally:
         dgl.utils.set_num_threads(threads)
 
@@ -89,8 +89,8 @@ def record_trace(graph, seed_nodes, fanouts: Sequence[int], batch_size: int, epo
     """The feature-row accesses of ``epochs`` epochs of DGL's neighbour sampler
     over ``seed_nodes``: each minibatch's input nodes (unique within it), in
     order, concatenated into one int64 array.  Seeded: the same call gives the
-    same trace, in every process (see :class:`gnnbook.minibatch.SerialSamplingLoader`),
-    when the graph's CSC format is built here (not yet by someone else).
+    same trace, in every process, when the graph's CSC format is built here
+    (not yet by someone else): DGL runs on one thread meanwhile.
 
     Example:
         >>> import dgl
@@ -106,10 +106,11 @@ def record_trace(graph, seed_nodes, fanouts: Sequence[int], batch_size: int, epo
     seed_nodes = torch.as_tensor(seed_nodes, dtype=torch.int64)
     if len(seed_nodes) == 0:
         raise ValueError("no seed nodes to sample minibatches from")
-    _build_formats_on_one_thread(graph)
-    set_seed(seed)
-    loader = neighbor_loader(graph, seed_nodes, fanouts, batch_size, shuffle=True)
-    batches = [input_nodes.numpy() for _ in range(epochs) for input_nodes, _, _ in loader]
+    with _one_sampling_thread():
+        graph.create_formats_()
+        set_seed(seed)
+        loader = neighbor_loader(graph, seed_nodes, fanouts, batch_size, shuffle=True)
+        batches = [input_nodes.numpy() for _ in range(epochs) for input_nodes, _, _ in loader]
     return np.concatenate(batches).astype(np.int64)
 
 

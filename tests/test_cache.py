@@ -166,10 +166,16 @@ print(hashlib.sha256(trace.tobytes()).hexdigest())
 """
 
 
-def test_a_recorded_trace_is_the_same_in_every_process():
+def test_a_recorded_trace_is_the_same_in_every_process_whatever_its_threads():
+    import os
     import subprocess
     import sys
 
-    digests = {subprocess.run([sys.executable, "-c", TRACE_DIGEST], check=True, capture_output=True, text=True,
-                              timeout=300).stdout.strip() for _ in range(3)}
-    assert len(digests) == 1, f"three processes recorded {len(digests)} different traces"
+    digests = {}
+    for threads in ("1", "2", None):
+        env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+        if threads:
+            env["OMP_NUM_THREADS"] = threads
+        digests[threads] = subprocess.run([sys.executable, "-c", TRACE_DIGEST], check=True, capture_output=True,
+                                          text=True, timeout=300, env=env).stdout.strip()
+    assert len(set(digests.values())) == 1, f"processes with OMP_NUM_THREADS 1, 2, unset recorded {digests}"
