@@ -133,3 +133,26 @@ def presample_counts(loader, num_nodes: int) -> torch.Tensor:
     for input_nodes, _seeds, _blocks in loader:
         counts += torch.bincount(input_nodes, minlength=num_nodes)
     return counts
+
+
+def simulator_inputs(part_config) -> tuple:
+    """``(graph, parts, train_nids_per_part)`` of a partition config, in the node
+    ids the DistDGL job uses (partitions own consecutive id ranges): what
+    ``gnnbook.cache.simulate_partitioned_cache`` takes to predict this job's
+    hit rate, ties between equal scores then broken on the same ids.
+
+    Example:
+        >>> graph, parts, train = simulator_inputs("cora-random-2/cora.json")  # doctest: +SKIP
+        >>> len(train), int(parts.max())                                         # doctest: +SKIP
+        (2, 1)
+    """
+    from .baseline import whole_graph
+
+    from .partition import read_config
+
+    graph = whole_graph(part_config)
+    node_map = read_config(part_config)["node_map"]  # {ntype: [[start, end) per partition]}
+    ranges = next(iter(node_map.values())) if isinstance(node_map, dict) else node_map
+    parts = torch.cat([torch.full((int(end) - int(start),), k) for k, (start, end) in enumerate(ranges)])
+    train = graph.ndata["train_mask"].bool()
+    return graph, parts.numpy(), [torch.nonzero(train & (parts == k))[:, 0].numpy() for k in range(len(ranges))]
