@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import functools
 import json
 import math
 import os
@@ -90,6 +91,11 @@ def _gather(values: list[float]) -> list[list[float]]:
     out = [torch.zeros_like(t) for _ in range(dist.get_world_size())]
     dist.all_gather(out, t)
     return [o.tolist() for o in out]
+
+
+def _column(per_rank: list[list[float]], i: int, kind=int) -> list:
+    """Value ``i`` of every rank's gathered list."""
+    return [kind(r[i]) for r in per_rank]
 
 
 def _num_classes(g, config: dict[str, Any], label_key: str) -> int:
@@ -224,7 +230,7 @@ def run(part_config: str | Path, config: TrainConfig) -> dict[str, Any]:
         per_rank = _gather([steps, counts["local_rows"], counts["misses"], seconds, loss_sum / max(1, steps),
                             counts["hits"], counts["remote_bytes"], step_seconds, *neighbours, mismatched,
                             *stage_seconds.values()])
-        column = lambda i, kind=int: [kind(r[i]) for r in per_rank]  # noqa: E731  (one value per rank)
+        column = functools.partial(_column, per_rank)
         history.append(dict(
             epoch=epoch, loss=sum(r[4] for r in per_rank) / world, val_acc=val_c / max(1, val_n),
             test_acc=test_c / max(1, test_n), seconds=max(r[3] for r in per_rank),
