@@ -23,10 +23,15 @@ Pieces, one module each:
   stock DGL runs unadapted: the multi-host path, for real, on one host;
 - :mod:`~gnnbook.distributed.trainer`: the DistDGL training script
   (``python -m gnnbook.distributed.trainer``): DistGraph, ``node_split`` with equal
-  step counts, DistNodeDataLoader, DistributedDataParallel over gloo,
-  GraphSAGE or GAT, distributed evaluation, checkpoints and ``--resume``,
+  step counts, DistNodeDataLoader, an explicit gradient all-reduce over gloo,
+  GraphSAGE or GAT, distributed evaluation, per-stage step times, a feature
+  cache, checkpoints and ``--resume``,
   local vs remote feature rows, a JSON result; ``train_standalone`` runs it
   in one process (notebook debugging);
+- :mod:`~gnnbook.distributed.stages`: the stages of a training step, timed, the
+  explicit gradient all-reduce, and the count of sampled neighbours on other machines;
+- :mod:`~gnnbook.distributed.feature_cache`: a trainer's cache of remote feature
+  rows (policies degree and presample), fetching only misses from the servers;
 - :mod:`~gnnbook.distributed.baseline`: the same model trained in one process with
   plain DGL sampling, for comparison;
 - :mod:`~gnnbook.distributed.cluster`: ``LocalCluster`` / ``Cluster``, the API a

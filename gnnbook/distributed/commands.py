@@ -141,6 +141,15 @@ def _dist_train(args: argparse.Namespace) -> int:
               f"{result['test_acc']:.3f} (best val epoch {result['best_epoch']}), {result['seconds_per_epoch']:.2f} s/epoch, "
               f"steps per trainer {result['steps_per_trainer']}, remote feature rows "
               f"{100 * result['feature_rows']['remote_fraction']:.1f}%, wall {result['wall_seconds']:.1f} s")
+        stages = {s: sum(map(sum, v)) for s, v in result["per_epoch"]["stage_seconds"].items()}
+        print("time per stage (all trainers and epochs): " + ", ".join(
+            f"{s} {100 * t / max(1e-9, sum(stages.values())):.0f}%" for s, t in stages.items())
+              + f"; sampled neighbours on another machine {100 * result['remote_neighbour_fraction']:.1f}%")
+        cache = result["cache"]
+        if cache["policy"] != "none":
+            print(f"cache {cache['policy']} {cache['fraction']:g}: {cache['rows_per_trainer']} rows per trainer, "
+                  f"hit rate {100 * cache['hit_rate']:.1f}% ({cache['hits']} hits, {cache['misses']} misses); remote "
+                  f"bytes per epoch {[sum(e) for e in result['per_epoch']['remote_bytes']]}")
         if "single_process" in result:
             single = result["single_process"]
             print(f"single process, same model/fanouts/seed: test accuracy {single['test_acc']:.3f} "

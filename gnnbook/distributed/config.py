@@ -46,12 +46,20 @@ class TrainConfig:
     label_name: str | None = None
     out: str | None = None  # where trainer rank 0 writes the JSON result
     fail_after_epoch: int | None = None  # fault injection for the course: rank 0 kills itself after that epoch
+    # Each trainer's cache of remote feature rows (gnnbook.distributed.feature_cache): none, degree or presample,
+    # holding round(cache_fraction x all nodes) rows of other partitions.
+    cache_policy: str = "none"
+    cache_fraction: float = 0.1
+    verify_cache: bool = False  # also fetch every row from the servers and count rows that differ (tests)
 
     def __post_init__(self) -> None:
         if self.model not in MODELS:
             raise ValueError(f"unknown model '{self.model}' for the distributed trainer; use one of {', '.join(MODELS)}")
         if self.epochs < 1 or self.batch_size < 1 or not self.fanouts:
             raise ValueError("epochs and batch_size must be >= 1 and fanouts non-empty (one per layer)")
+        from .feature_cache import check_cache_options
+
+        check_cache_options(self.cache_policy, self.cache_fraction)
         if (self.resume or self.resume_if_present) and not self.checkpoint_dir:
             raise ValueError("resume needs checkpoint_dir (where the last run saved its checkpoints)")
 

@@ -10,13 +10,17 @@ trainer it connects to all servers.  Then each trainer
 2. takes its share of the training nodes with ``node_split`` (nodes of its own
    partition first) and truncates it to the smallest share of any rank, so all
    ranks take the same number of steps: with one step fewer on one rank the
-   others would wait forever in DistributedDataParallel's all-reduce;
-3. samples neighbours with ``DistNodeDataLoader`` and trains GraphSAGE or GAT
-   wrapped in ``DistributedDataParallel`` (gloo);
+   others would wait forever in the gradient all-reduce;
+3. samples neighbours with ``DistNodeDataLoader`` and trains GraphSAGE or GAT,
+   averaging gradients with one explicit all-reduce (gloo) per step, so that
+   each stage of a step is timed on its own (:mod:`~gnnbook.distributed.stages`);
 4. evaluates validation and test accuracy each epoch, each rank on its share
    with all neighbours, summed with an all-reduce;
 5. counts the feature rows each minibatch reads from its own partition (local,
-   shared memory) and from other partitions (remote, RPC), using the partition book;
+   shared memory) and from other partitions (remote, RPC), using the partition book,
+   with the bytes fetched remotely; with ``--cache-policy`` a cache of remote rows
+   (:mod:`~gnnbook.distributed.feature_cache`) serves hits, and only misses are
+   fetched; it also counts the sampled neighbours that live on another partition;
 6. saves a checkpoint after every epoch (``--resume`` continues from it,
    refusing a missing one or one saved by another run, see
    :mod:`~gnnbook.distributed.checkpoint`; every epoch re-seeds from (seed,
@@ -43,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import functools
 import json
 import math
 import os
@@ -61,6 +66,8 @@ from ..train import set_seed
 from . import emulation
 from .checkpoint import identity, load_checkpoint, resume_state, save_checkpoint
 from .config import TrainConfig, make_model, node_data_keys
+from .feature_cache import FeatureCache, cache_capacity, presample_counts, remote_candidates, select_cached_nodes
+from .stages import STAGES, StageClock, allreduce_gradients, count_remote_neighbours
 
 __all__ = ["load_checkpoint", "main", "run", "train_standalone"]
 
@@ -86,6 +93,11 @@ def _gather(values: list[float]) -> list[list[float]]:
     return [o.tolist() for o in out]
 
 
+def _column(per_rank: list[list[float]], i: int, kind=int) -> list:
+    """Value ``i`` of every rank's gathered list."""
+    return [kind(r[i]) for r in per_rank]
+
+
 def _num_classes(g, config: dict[str, Any], label_key: str) -> int:
     extra = config.get("gnnbook", {})
     if "num_classes" in extra:
@@ -104,6 +116,42 @@ def _evaluate(model, g, loader, feat_key: str, label_key: str) -> tuple[float, f
     return correct, total
 
 
+def _feature_cache(g, book, feat_key: str, loader, config: TrainConfig, rank: int) -> FeatureCache:
+    """This trainer's cache of remote rows as ``config`` asks (empty for policy none), filled from the servers."""
+    num_nodes, own = g.num_nodes(), book.partid
+    chosen = torch.zeros(0, dtype=torch.int64)
+    if config.cache_policy != "none":
+        candidates = remote_candidates(book.nid2partid, own, num_nodes)
+        if config.cache_policy == "degree":  # in-degree by RPC: the graphs are symmetric, so it is the out-degree
+            scores = g.in_degrees(candidates)
+        else:  # presample: one epoch of this trainer's own sampler, seeded, before training
+            set_seed(config.seed * 7919 + rank)
+            scores = presample_counts(loader, num_nodes)[candidates]
+        chosen = select_cached_nodes(candidates, scores, cache_capacity(config.cache_fraction, num_nodes))
+    return FeatureCache(g.ndata[feat_key], book.nid2partid, own, chosen, num_nodes)
+
+
+def _measurements(history: list[dict[str, Any]], start_epoch: int, config: TrainConfig, cache: FeatureCache,
+                  cached_rows: list[int]) -> dict[str, Any]:
+    """Per epoch (this run's epochs), one value per trainer: the stage breakdown,
+    feature rows and bytes, cache hits and misses, sampled and remote neighbours."""
+    epochs = [h for h in history if h["epoch"] >= start_epoch]
+    keys = ("steps", "step_seconds", "local_rows", "remote_rows", "remote_bytes", "cache_hits",
+            "sampled_neighbours", "remote_neighbours", "trainer_remote_neighbours")
+    per_epoch = {k: [h[k] for h in epochs] for k in keys}
+    per_epoch["stage_seconds"] = {s: [h["stage_seconds"][s] for h in epochs] for s in STAGES}
+    hits, misses = (sum(map(sum, per_epoch[k])) for k in ("cache_hits", "remote_rows"))
+    sampled, crossing, remote = (sum(map(sum, per_epoch[k])) for k in
+                                 ("sampled_neighbours", "remote_neighbours", "trainer_remote_neighbours"))
+    return dict(
+        per_epoch=per_epoch, remote_neighbour_fraction=crossing / max(1, sampled),
+        trainer_remote_neighbour_fraction=remote / max(1, sampled),
+        cache=dict(policy=config.cache_policy, fraction=config.cache_fraction, rows_per_trainer=cached_rows,
+                   row_bytes=cache.row_bytes, fill_bytes_per_trainer=[r * cache.row_bytes for r in cached_rows],
+                   hits=hits, misses=misses, hit_rate=hits / max(1, hits + misses),
+                   mismatched_rows=sum(sum(h["cache_mismatched_rows"]) for h in epochs)))
+
+
 def run(part_config: str | Path, config: TrainConfig) -> dict[str, Any]:
     """Train on an initialised DistDGL client (or standalone); return the result
     (every rank returns it; rank 0 also writes it to ``config.out``)."""
@@ -119,14 +167,16 @@ def run(part_config: str | Path, config: TrainConfig) -> dict[str, Any]:
     train_nids = splits["train"][:keep]
 
     model = make_model(config, g.ndata[feat_key].shape[1], _num_classes(g, meta, label_key))
-    net = torch.nn.parallel.DistributedDataParallel(model) if _distributed() else model
-    optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
+    # No DDP: its all-reduce overlaps the backward pass; an explicit one can be timed (stages.py).
+    parameters = list(model.parameters())
+    optimizer = torch.optim.Adam(parameters, lr=config.learning_rate, weight_decay=config.weight_decay)
     sampler = dgl.dataloading.NeighborSampler(config.fanouts)
     full = dgl.dataloading.MultiLayerFullNeighborSampler(len(config.fanouts))
     loader = dgl.dataloading.DistNodeDataLoader(g, train_nids, sampler, batch_size=config.batch_size,
                                                 shuffle=True, drop_last=False)
     eval_loaders = {s: dgl.dataloading.DistNodeDataLoader(g, splits[s], full, batch_size=config.eval_batch_size)
                     for s in ("val", "test")}
+    cache = _feature_cache(g, book, feat_key, loader, config, rank)
 
     history, start_epoch = [], 0
     run_identity = identity(config, world, part_config)
@@ -138,31 +188,56 @@ def run(part_config: str | Path, config: TrainConfig) -> dict[str, Any]:
     elif config.resume_if_present and rank == 0:
         print(f"no checkpoint in {config.checkpoint_dir}: starting from epoch 0", flush=True)
     steps_per_epoch = math.ceil(keep / config.batch_size)
+    clock, owner_of = StageClock(), book.nid2partid
     for epoch in range(start_epoch, config.epochs):
         set_seed(config.seed * 1_000_003 + epoch * 1009 + rank)
-        net.train()
-        start, steps, local_rows, remote_rows, loss_sum = time.perf_counter(), 0, 0, 0, 0.0
-        for input_nodes, seeds, blocks in loader:
-            owner = book.nid2partid(input_nodes)
-            local = int((owner == book.partid).sum())
-            local_rows, remote_rows = local_rows + local, remote_rows + len(input_nodes) - local
-            logits = net(blocks, g.ndata[feat_key][input_nodes])
-            loss = F.cross_entropy(logits, g.ndata[label_key][seeds].long())
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
+        model.train()
+        start, steps, loss_sum, step_seconds, mismatched = time.perf_counter(), 0, 0.0, 0.0, 0
+        neighbours = [0, 0, 0]  # sampled, on another machine than their sampler, than this trainer
+        if config.verify_cache and epoch == start_epoch and len(cache):  # every cached row against the servers' row
+            mismatched += int((~(cache.rows == g.ndata[feat_key][cache.cached]).all(dim=1)).sum())
+        batches = iter(loader)
+        while True:
+            step_start = time.perf_counter()
+            with clock("sample"):
+                batch = next(batches, None)
+            if batch is None:
+                break
+            input_nodes, seeds, blocks = batch
+            with clock("fetch"):
+                features = cache.fetch(input_nodes)
+                labels = g.ndata[label_key][seeds].long()
+            with clock("forward"):
+                loss = F.cross_entropy(model(blocks, features), labels)
+            with clock("backward"):
+                optimizer.zero_grad()
+                loss.backward()
+            with clock("allreduce"):
+                allreduce_gradients(parameters, world)
+            with clock("optimizer"):
+                optimizer.step()
             loss_sum += float(loss)
             steps += 1
+            neighbours = [a + b for a, b in zip(neighbours, count_remote_neighbours(blocks, owner_of, book.partid))]
+            step_seconds += time.perf_counter() - step_start
+            if config.verify_cache:  # after the step's clock: a second fetch of every row, from the servers
+                mismatched += int((~(features == g.ndata[feat_key][input_nodes]).all(dim=1)).sum())
         seconds = time.perf_counter() - start
+        stage_seconds, counts = clock.take(), cache.take_counts()
         model.eval()
-        counts = [c for s in ("val", "test") for c in _evaluate(model, g, eval_loaders[s], feat_key, label_key)]
-        val_c, val_n, test_c, test_n = _reduce(counts)
-        per_rank = _gather([steps, local_rows, remote_rows, seconds, loss_sum / max(1, steps)])
+        eval_counts = [c for s in ("val", "test") for c in _evaluate(model, g, eval_loaders[s], feat_key, label_key)]
+        val_c, val_n, test_c, test_n = _reduce(eval_counts)
+        per_rank = _gather([steps, counts["local_rows"], counts["misses"], seconds, loss_sum / max(1, steps),
+                            counts["hits"], counts["remote_bytes"], step_seconds, *neighbours, mismatched,
+                            *stage_seconds.values()])
+        column = functools.partial(_column, per_rank)
         history.append(dict(
             epoch=epoch, loss=sum(r[4] for r in per_rank) / world, val_acc=val_c / max(1, val_n),
             test_acc=test_c / max(1, test_n), seconds=max(r[3] for r in per_rank),
-            steps=[int(r[0]) for r in per_rank], local_rows=[int(r[1]) for r in per_rank],
-            remote_rows=[int(r[2]) for r in per_rank]))
+            steps=column(0), local_rows=column(1), remote_rows=column(2), cache_hits=column(5),
+            remote_bytes=column(6), step_seconds=column(7, float), sampled_neighbours=column(8),
+            remote_neighbours=column(9), trainer_remote_neighbours=column(10), cache_mismatched_rows=column(11),
+            stage_seconds={s: column(12 + i, float) for i, s in enumerate(STAGES)}))
         if rank == 0:
             print(f"epoch {epoch}: loss {history[-1]['loss']:.3f} val {history[-1]['val_acc']:.3f} "
                   f"test {history[-1]['test_acc']:.3f} {history[-1]['seconds']:.2f}s", flush=True)
@@ -189,6 +264,7 @@ def run(part_config: str | Path, config: TrainConfig) -> dict[str, Any]:
     )
     rows = result["feature_rows"]
     result["feature_rows"]["remote_fraction"] = sum(rows["remote"]) / max(1, sum(rows["local"]) + sum(rows["remote"]))
+    result.update(_measurements(history, start_epoch, config, cache, [int(r[0]) for r in _gather([len(cache)])]))
     if rank == 0 and config.out:
         tmp = Path(config.out).with_suffix(".part")
         tmp.write_text(json.dumps(result, indent=1))

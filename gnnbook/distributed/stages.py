@@ -1,0 +1,93 @@
+"""Where a distributed training step spends its time (book section 5.1), and
+how many of its sampled neighbours live on another machine (section 5.3.2).
+
+A step of the DistDGL trainer has six stages, timed one after the other with
+:class:`StageClock`: ``sample`` (the minibatch's blocks, by RPC to the servers
+that own the seeds), ``fetch`` (its input features and labels: local rows from
+shared memory, remote ones by RPC), ``forward``, ``backward``, ``allreduce``
+(the gradients averaged over all trainers) and ``optimizer``.  DDP would
+overlap the all-reduce with the backward pass, so that neither could be timed
+on its own; :func:`allreduce_gradients` does it explicitly instead, as one
+all-reduce of all gradients flattened into one tensor (the same average).
+
+Example:
+    >>> clock = StageClock()
+    >>> with clock("forward"):
+    ...     _ = sum(range(1000))
+    >>> sorted(clock.take())[:2], clock.take()["forward"]
+    (['allreduce', 'backward'], 0.0)
+"""
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+import torch
+
+STAGES = ("sample", "fetch", "forward", "backward", "allreduce", "optimizer")
+
+
+class StageClock:
+    """Seconds spent in each of :data:`STAGES`, added up until :meth:`take`."""
+
+    def __init__(self):
+        self.seconds = dict.fromkeys(STAGES, 0.0)
+
+    @contextmanager
+    def __call__(self, stage: str) -> Iterator[None]:
+        start = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[stage] += time.perf_counter() - start
+
+    def take(self) -> dict[str, float]:
+        """The seconds per stage since the last call, then zero."""
+        seconds, self.seconds = self.seconds, dict.fromkeys(STAGES, 0.0)
+        return seconds
+
+
+def allreduce_gradients(parameters: list[torch.nn.Parameter], world_size: int) -> int:
+    """Average the gradients of ``parameters`` over all ranks with one all-reduce
+    (gloo) of their concatenation; return the bytes each rank contributes.
+    A parameter without a gradient contributes zeros, as DDP does."""
+    import torch.distributed as dist
+
+    grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in parameters]
+    flat = torch.cat([g.reshape(-1) for g in grads])
+    if world_size > 1:
+        dist.all_reduce(flat)
+        flat /= world_size
+        offset = 0
+        for p, g in zip(parameters, grads):
+            n = g.numel()
+            if p.grad is None:
+                p.grad = g
+            p.grad.copy_(flat[offset:offset + n].view_as(g))
+            offset += n
+    return flat.numel() * flat.element_size()
+
+
+def count_remote_neighbours(blocks, owner_of: Callable[[torch.Tensor], torch.Tensor],
+                            own_part: int) -> tuple[int, int, int]:
+    """(sampled neighbours, those on another machine than the node that sampled
+    them, those on another machine than the trainer) over all edges of
+    ``blocks``.  An edge's source is the neighbour sampled for its destination,
+    on the machine that owns the destination; the first kind of remote is what
+    partitioning controls (random: about 1 - 1/K), the second what the trainer
+    then fetches remotely (lower: a seed's neighbours link back to the seed,
+    which is always local).  Self-loops (the partitioned graph has one per node)
+    are the node itself, not a neighbour, and are left out."""
+    import dgl
+
+    sampled = crossing = remote = 0
+    for block in blocks:
+        src, dst = block.edges()
+        src, dst = block.srcdata[dgl.NID][src], block.dstdata[dgl.NID][dst]
+        neighbour = src != dst
+        src_owner, dst_owner = owner_of(src[neighbour]), owner_of(dst[neighbour])
+        sampled += len(src_owner)
+        crossing += int((src_owner != dst_owner).sum())
+        remote += int((src_owner != own_part).sum())
+    return sampled, crossing, remote

@@ -1,0 +1,140 @@
+"""The distributed trainer's measurements: the stage breakdown of a step, the
+sampled neighbours on other machines, and the cache of remote feature rows
+(policies, exact rows, counts per epoch), in real DistDGL jobs."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from gnnbook.distributed.cluster import LocalCluster
+from gnnbook.distributed.config import TrainConfig
+from gnnbook.distributed.feature_cache import (FeatureCache, cache_capacity, check_cache_options, presample_counts,
+                                               remote_candidates, select_cached_nodes)
+from gnnbook.distributed.partition import partition_dataset
+from gnnbook.distributed.stages import STAGES
+
+
+@pytest.fixture(scope="module")
+def cora_random2(tmp_path_factory) -> Path:
+    return partition_dataset("cora", 2, "random", tmp_path_factory.mktemp("stages") / "cora2")
+
+
+def test_selection_is_highest_score_first_ties_by_lower_id():
+    candidates = torch.tensor([9, 2, 7, 4, 5])
+    scores = torch.tensor([3, 1, 3, 8, 1])
+    assert select_cached_nodes(candidates, scores, 3).tolist() == [4, 7, 9]
+    assert select_cached_nodes(candidates, scores, 10).tolist() == [4, 7, 9, 2, 5]
+    assert select_cached_nodes(candidates, scores, 0).tolist() == []
+    assert cache_capacity(0.1, 7650) == 765
+
+
+def test_cache_rows_equal_the_source_rows_exactly():
+    """Random ids, a third of the nodes remote and cached: every fetched row is
+    the source's row bit for bit, and the counts add up."""
+    torch.manual_seed(0)
+    feats = torch.randn(300, 7)
+    parts = torch.randint(0, 3, (300,))
+    owner = lambda ids: parts[ids]  # noqa: E731
+    remote = remote_candidates(owner, 1, 300)
+    cache = FeatureCache(feats, owner, 1, remote[::2], 300)
+    total = dict(local_rows=0, hits=0, misses=0, remote_bytes=0)
+    for _ in range(20):
+        ids = torch.randperm(300)[:50]
+        assert torch.equal(cache.fetch(ids), feats[ids])
+        expected_remote = int((parts[ids] != 1).sum())
+        counts = cache.take_counts()
+        assert counts["local_rows"] == 50 - expected_remote
+        assert counts["hits"] + counts["misses"] == expected_remote
+        assert counts["hits"] == int(torch.isin(ids, remote[::2]).sum())
+        assert counts["remote_bytes"] == counts["misses"] * 7 * 4
+        total = {k: total[k] + counts[k] for k in total}
+    assert 0 < total["hits"] < total["hits"] + total["misses"]
+    with pytest.raises(ValueError, match="other partitions only"):
+        FeatureCache(feats, owner, 1, torch.nonzero(parts == 1)[:3, 0], 300)
+
+
+def test_presample_counts_unique_input_nodes_per_minibatch():
+    batches = [(torch.tensor([0, 3, 4]), None, None), (torch.tensor([3, 1]), None, None)]
+    assert presample_counts(batches, 6).tolist() == [1, 1, 0, 2, 1, 0]
+
+
+@pytest.mark.parametrize("policy, fraction, words", [
+    ("lru", 0.1, ["unknown cache policy 'lru'", "none, degree, presample"]),
+    ("degree", 0.0, ["cache fraction 0.0 is outside (0, 1]"]),
+    ("presample", 1.5, ["cache fraction 1.5 is outside (0, 1]"]),
+])
+def test_bad_cache_options_are_refused(policy, fraction, words, capsys):
+    with pytest.raises(ValueError) as err:
+        check_cache_options(policy, fraction)
+    assert all(w in str(err.value) for w in words)
+    with pytest.raises(ValueError):
+        TrainConfig(cache_policy=policy, cache_fraction=fraction)
+    from gnnbook.cli import main
+
+    assert main(["dist-train", "--dataset", "cora", "--cache-policy", policy, "--cache-fraction", str(fraction),
+                 "--dry-run"]) == 2
+    err_text = capsys.readouterr().err
+    assert all(w in err_text for w in words) and "Traceback" not in err_text
+
+
+def test_stage_times_add_up_and_cached_rows_are_the_servers(cora_random2):
+    """A real job (2 machines x 1 trainer, random partitions, presample cache,
+    every row also fetched from the servers): stage times add up to the step
+    time within 10% for every trainer and epoch; no row differs."""
+    config = TrainConfig(epochs=2, cache_policy="presample", cache_fraction=0.1, verify_cache=True)
+    with LocalCluster(cora_random2, num_trainers=1, deadline_s=240) as cluster:
+        result = cluster.train(config)
+    per_epoch, cache = result["per_epoch"], result["cache"]
+    for epoch in range(2):
+        for rank in range(2):
+            stages = [per_epoch["stage_seconds"][s][epoch][rank] for s in STAGES]
+            step = per_epoch["step_seconds"][epoch][rank]
+            assert all(t > 0 for t in stages), dict(zip(STAGES, stages))
+            assert abs(sum(stages) - step) <= 0.1 * step, (sum(stages), step)
+            assert per_epoch["step_seconds"][epoch][rank] <= result["history"][epoch]["seconds"]
+    assert cache["rows_per_trainer"] == [cache_capacity(0.1, 2708)] * 2
+    assert cache["mismatched_rows"] == 0  # every minibatch's rows and every cached row, compared exactly
+    assert cache["hits"] > 0 and cache["misses"] > 0
+    hits, misses = (sum(map(sum, per_epoch[k])) for k in ("cache_hits", "remote_rows"))
+    assert (hits, misses) == (cache["hits"], cache["misses"])
+    assert sum(map(sum, per_epoch["remote_bytes"])) == misses * 1433 * 4
+    # Random partitions of 2: a sampled neighbour is on another machine than its sampler about half the time.
+    assert 0.4 < result["remote_neighbour_fraction"] < 0.6
+    assert result["trainer_remote_neighbour_fraction"] < result["remote_neighbour_fraction"]
+
+
+def dist_train_json(*extra: str, timeout: float = 400) -> dict:
+    done = subprocess.run([sys.executable, "-m", "gnnbook", "dist-train", "--dataset", "amazon-photo", "--num-parts",
+                           "2", "--method", "random", *extra, "--json"], capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ})
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(done.stdout)
+
+
+def test_dist_train_cache_acceptance():
+    """The acceptance command (3 epochs, no single-process baseline, to stay
+    short): hit and miss counts and remote bytes per epoch, and remote bytes
+    well below those of the same job without a cache."""
+    short = ("--epochs", "3", "--no-baseline")
+    cached = dist_train_json("--cache-policy", "presample", "--cache-fraction", "0.1", *short)
+    plain = dist_train_json("--cache-policy", "none", *short)
+    row_bytes = 745 * 4
+    for result in (cached, plain):
+        per_epoch = result["per_epoch"]
+        assert len(per_epoch["remote_bytes"]) == 3 and all(len(e) == 2 for e in per_epoch["remote_bytes"])
+        assert per_epoch["remote_bytes"] == [[m * row_bytes for m in e] for e in per_epoch["remote_rows"]]
+    assert cached["cache"]["rows_per_trainer"] == [765, 765] and plain["cache"]["rows_per_trainer"] == [0, 0]
+    assert all(sum(e) > 0 for e in cached["per_epoch"]["cache_hits"])
+    assert plain["cache"]["hits"] == 0
+    per_epoch_bytes = [[sum(e) for e in r["per_epoch"]["remote_bytes"]] for r in (cached, plain)]
+    assert max(per_epoch_bytes[0]) < 0.8 * min(per_epoch_bytes[1]), per_epoch_bytes
+    # Both fetch the same kind of minibatches: remote accesses per epoch within 15% of each other.
+    accesses = [sum(map(sum, r["per_epoch"]["remote_rows"])) + r["cache"]["hits"] for r in (cached, plain)]
+    assert abs(accesses[0] - accesses[1]) <= 0.15 * accesses[1], accesses
+    assert 0 < cached["cache"]["hit_rate"] < 1
