@@ -33,6 +33,8 @@ from typing import Callable
 
 import torch
 
+from ..cache import top_ranked
+
 POLICIES = ("none", "degree", "presample")
 
 
@@ -64,9 +66,9 @@ def select_cached_nodes(candidates: torch.Tensor, scores: torch.Tensor, capacity
         >>> select_cached_nodes(torch.tensor([7, 3, 5, 9]), torch.tensor([2, 5, 2, 1]), 2)
         tensor([3, 5])
     """
-    by_id = torch.argsort(candidates)
-    order = torch.argsort(-scores[by_id].to(torch.float64), stable=True)  # stable: equal scores stay by id
-    return candidates[by_id][order][:capacity]
+    by_id = torch.argsort(candidates)   # ranked by position in id order: ties go to the lower id
+    ranked = top_ranked(scores[by_id].to(torch.float64).numpy(), capacity)
+    return candidates[by_id][torch.from_numpy(ranked)]
 
 
 class FeatureCache:
