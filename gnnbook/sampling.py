@@ -361,7 +361,8 @@ def input_nodes_by_depth(graph: dgl.DGLGraph, name: str, depths: Sequence[int], 
                          **options: Any) -> list[dict[str, Any]]:
     """Mean input nodes per minibatch of sampler ``name`` for each depth (layers),
     beside the full ``depth``-hop neighbourhood of the same seeds, which any
-    sampler's inputs stay within (a single ``fanouts`` number means that fanout
+    sampler's inputs stay within, and the nodes that can reach them at all
+    (``reachable``, where the neighbourhood saturates; a single ``fanouts`` number means that fanout
     at every layer).
 
     Example:
@@ -369,15 +370,16 @@ def input_nodes_by_depth(graph: dgl.DGLGraph, name: str, depths: Sequence[int], 
         >>> [r["depth"] for r in rows], rows[0]["input_nodes"] <= rows[0]["full_neighbourhood"]
         ([1, 2], True)
     """
-    from .neighbourhood import full_receptive_field
+    from .neighbourhood import full_receptive_field, reachable_nodes
 
     rows = []
     for depth in depths:
         batches = _first_batches(graph, name, seed_nodes, depth, batch_size, num_batches, seed, options)
         full = [full_receptive_field(graph, out, depth)[-1] for _, out, _ in batches]
+        reachable = [reachable_nodes(graph, out) for _, out, _ in batches]
         rows.append(dict(sampler=name, depth=depth, input_nodes=sum(len(b[0]) for b in batches) / len(batches),
                          output_nodes=sum(len(b[1]) for b in batches) / len(batches),
-                         full_neighbourhood=sum(full) / len(full)))
+                         full_neighbourhood=sum(full) / len(full), reachable=sum(reachable) / len(reachable)))
     return rows
 
 
@@ -415,7 +417,8 @@ def compare_samplers(graph: dgl.DGLGraph, samplers: dict[str, dict[str, Any]], s
                      model_name: str = "gcn", batch_size: int = 64, progress: bool = False,
                      **budget: Any) -> dict[str, list]:
     """Train full-graph and through every sampler (``{name: options}``) once per
-    seed, each to convergence by validation early stopping with the budgets of
+    seed (a single ``fanouts`` number: that fanout at every layer), each to
+    convergence by validation early stopping with the budgets of
     :data:`gnnbook.flows.FLOW_DEFAULTS` (override any of them by keyword).
     Returns ``{"full-graph": [TrainResult per seed], name: [...], ...}``.
 
@@ -431,7 +434,8 @@ def compare_samplers(graph: dgl.DGLGraph, samplers: dict[str, dict[str, Any]], s
 
     settings = {**FLOW_DEFAULTS, **budget}
     num_layers = _num_layers(model_name, {})
-    loaders = {name: sampler_loader(name, num_layers, batch_size, **options) for name, options in samplers.items()}
+    loaders = {name: sampler_loader(name, num_layers, batch_size, **_per_layer(options, num_layers))
+               for name, options in samplers.items()}
     runs: dict[str, list] = {"full-graph": [train_node_classifier(
         graph, model_name, seed=s, epochs=settings["full_epochs"], patience=settings["full_patience"],
         progress=progress) for s in seeds]}
