@@ -414,13 +414,14 @@ def sampled_isolation(graph: dgl.DGLGraph, name: str, batch_size: int, num_layer
 
 
 def compare_samplers(graph: dgl.DGLGraph, samplers: dict[str, dict[str, Any]], seeds: Sequence[int],
-                     model_name: str = "gcn", batch_size: int = 64, progress: bool = False,
-                     **budget: Any) -> dict[str, list]:
+                     model_name: str = "gcn", batch_size: int = 64, full_graph: bool = True,
+                     progress: bool = False, **budget: Any) -> dict[str, list]:
     """Train full-graph and through every sampler (``{name: options}``) once per
     seed (a single ``fanouts`` number: that fanout at every layer), each to
     convergence by validation early stopping with the budgets of
     :data:`gnnbook.flows.FLOW_DEFAULTS` (override any of them by keyword).
-    Returns ``{"full-graph": [TrainResult per seed], name: [...], ...}``.
+    Returns ``{"full-graph": [TrainResult per seed], name: [...], ...}`` (without
+    the full-graph runs when ``full_graph`` is False).
 
     Example:
         >>> from gnnbook.data import load_dataset
@@ -436,9 +437,11 @@ def compare_samplers(graph: dgl.DGLGraph, samplers: dict[str, dict[str, Any]], s
     num_layers = _num_layers(model_name, {})
     loaders = {name: sampler_loader(name, num_layers, batch_size, **_per_layer(options, num_layers))
                for name, options in samplers.items()}
-    runs: dict[str, list] = {"full-graph": [train_node_classifier(
-        graph, model_name, seed=s, epochs=settings["full_epochs"], patience=settings["full_patience"],
-        progress=progress) for s in seeds]}
+    runs: dict[str, list] = {}
+    if full_graph:
+        runs["full-graph"] = [train_node_classifier(graph, model_name, seed=s, epochs=settings["full_epochs"],
+                                                    patience=settings["full_patience"], progress=progress)
+                              for s in seeds]
     for name, loader in loaders.items():
         runs[name] = [train_minibatch(graph, model_name, seed=s, batch_size=batch_size, epochs=settings["mb_epochs"],
                                       patience=settings["mb_patience"], lr=settings["mb_lr"], progress=progress,
