@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import dgl
 import numpy as np
@@ -150,6 +150,7 @@ def train_minibatch(
     device: str = "cpu",
     progress: bool = True,
     step: Callable[..., float] | None = None,
+    loader: Callable[[dgl.DGLGraph, torch.Tensor], Iterable] | None = None,
     **model_options: Any,
 ) -> TrainResult:
     """Train ``model_name`` on sampled minibatches of ``graph``'s training nodes.
@@ -161,7 +162,11 @@ def train_minibatch(
     steps only (sampling, feature gather, forward, backward, update), which is
     what a minibatch system keeps small; ``max_batches_per_epoch`` caps the
     steps per epoch (to measure a few steps of a large graph).  ``step`` replaces
-    :func:`minibatch_step` (same arguments), e.g. a lab's own step.
+    :func:`minibatch_step` (same arguments), e.g. a lab's own step.  ``loader``
+    replaces the neighbour sampler: called with the prepared graph and its
+    training nodes (after seeding), it returns the epoch's minibatches
+    ``(input_nodes, output_nodes, blocks)`` (``fanouts`` is then unused; see
+    :mod:`gnnbook.sampling`); a minibatch without output nodes is skipped.
 
     Example:
         >>> from gnnbook.data import load_dataset
@@ -174,7 +179,8 @@ def train_minibatch(
                                  patience=MINIBATCH_DEFAULTS["patience"] if patience is None else patience)
     batch_size = MINIBATCH_DEFAULTS["batch_size"] if batch_size is None else batch_size
     take_step = minibatch_step if step is None else step
-    fanouts = check_fanouts(fanouts, _num_layers(model_name, model_options))
+    if loader is None:
+        fanouts = check_fanouts(fanouts, _num_layers(model_name, model_options))
 
     set_seed(seed)
     g = prepare_graph(graph).to(device)
@@ -188,7 +194,8 @@ def train_minibatch(
         raise ValueError("the graph has no training nodes (ndata['train_mask'] is all False)")
     model = build_model(model_name, feat.shape[1], int(labels.max()) + 1, **model_options).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=settings["lr"], weight_decay=settings["weight_decay"])
-    loader = neighbor_loader(g, train_nodes, fanouts, batch_size, shuffle=True, device=device)
+    batches = (neighbor_loader(g, train_nodes, fanouts, batch_size, shuffle=True, device=device)
+               if loader is None else loader(g, train_nodes))
     x_full = model_input(model, feat)
 
     def evaluate() -> torch.Tensor:
@@ -204,15 +211,17 @@ def train_minibatch(
             release_free_memory()  # start each epoch's peak from the live set
         with PeakMemory(device) as peak:
             start = time.perf_counter()
-            for step, (input_nodes, output_nodes, blocks) in enumerate(loader):
+            for step, (input_nodes, output_nodes, blocks) in enumerate(batches):
                 if max_batches_per_epoch is not None and step >= max_batches_per_epoch:
                     break
+                if len(output_nodes) == 0:  # a sampled subgraph without training nodes has no loss
+                    continue
                 losses.append(take_step(model, optimizer, feat, labels, input_nodes, output_nodes, blocks))
             train_seconds += time.perf_counter() - start
         peak_bytes = max(peak_bytes, peak.peak_bytes)
 
         metrics = epoch_metrics(evaluate(), labels, masks)
-        loss = float(np.mean(losses))
+        loss = float(np.mean(losses)) if losses else float("nan")
         history.append(dict(epoch=epoch, loss=loss, steps=len(losses), **metrics))
         bar.set_postfix(loss=f"{loss:.3f}", val_acc=f"{metrics['val_acc']:.3f}", refresh=False)  # see gnnbook.train
         if best.update(model, epoch, metrics["val_acc"], metrics["val_loss"]):
