@@ -32,8 +32,13 @@ MATRIX: dict[str, tuple[str, ...]] = {
     "chapters/01_introduction.ipynb": SHIPPED,
     "chapters/02_gnn_models.ipynb": ("cora", "citeseer"),
     "chapters/04_gnn_training.ipynb": SHIPPED,
+    "chapters/05a_minibatch_training_and_sampling.ipynb": ("cora", "citeseer"),
+    "chapters/05b_feature_caching.ipynb": ("cora", "citeseer", "amazon-photo"),
     "chapters/05c_execution_engine.ipynb": ("cora", "citeseer", "amazon-photo"),
+    "chapters/05e_sampler_accuracy.ipynb": ("cora", "citeseer"),
+    "chapters/05f_distributed_cache.ipynb": ("cora", "citeseer"),
     "chapters/08_dgl_practice.ipynb": SHIPPED,
+    "labs/lab05_feature_cache.ipynb": ("cora", "citeseer", "amazon-photo"),
 }
 
 

@@ -13,8 +13,13 @@ ALTERNATIVES = [
     ("chapters/01_introduction.ipynb", {"dataset": "cora"}),
     ("chapters/02_gnn_models.ipynb", {"dataset": "citeseer", "seeds": 5}),
     ("chapters/04_gnn_training.ipynb", {"dataset": "amazon-photo"}),
+    ("chapters/05a_minibatch_training_and_sampling.ipynb", {"dataset": "citeseer"}),
+    ("chapters/05b_feature_caching.ipynb", {"dataset": "citeseer"}),
     ("chapters/05c_execution_engine.ipynb", {"dataset": "amazon-photo"}),
+    ("chapters/05e_sampler_accuracy.ipynb", {"dataset": "citeseer"}),
+    ("chapters/05f_distributed_cache.ipynb", {"dataset": "citeseer"}),
     ("chapters/08_dgl_practice.ipynb", {"dataset": "citeseer"}),
+    ("labs/lab05_feature_cache.ipynb", {"dataset": "citeseer"}),
 ]
 
 
