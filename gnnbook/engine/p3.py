@@ -38,6 +38,8 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from ..parallel.algorithms import sum_from_peers
+
 MODES = ("p3", "data_parallel")
 
 
@@ -154,15 +156,8 @@ def _p3(problem: Problem, comm, rank: int, k: int, w: dict[str, torch.Tensor]) -
     hidden = partials[0].shape[1]
     _, my_blocks = problem.minibatches[rank]
     with comm.window("activations"):
-        sends = [comm.isend(partials[j].detach().clone(), j) for j in range(k) if j != rank]
-        received = torch.zeros_like(partials[rank])
-        incoming = torch.empty_like(partials[rank])
-        for j in range(k):
-            if j != rank:
-                comm.recv(incoming, j)
-                received += incoming
-        for request in sends:
-            request.wait()
+        # every machine's partial of minibatch j goes to j; this rank sums the partials of its own
+        received = sum_from_peers({j: partials[j] for j in range(k) if j != rank}, partials[rank], comm)
         z1 = partials[rank] + received + w["b1"]                # the owner's first-layer output
         z1.retain_grad()
         (_upper_layers(z1, my_blocks, w, problem.labels) / k).backward()

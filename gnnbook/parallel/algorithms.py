@@ -52,19 +52,25 @@ def bytes_sent_formula(algorithm: str, size_bytes: int, world_size: int, rank: i
     raise ValueError(f"unknown algorithm {algorithm!r}; choose one of {', '.join(ALGORITHMS)}")
 
 
-def direct_all_reduce(tensor: torch.Tensor, comm) -> torch.Tensor:
-    """Send the whole tensor to every peer, add what the peers sent."""
-    rank, n = comm.rank, comm.world_size
-    requests = [comm.isend(tensor.clone(), peer) for peer in range(n) if peer != rank]
-    incoming = torch.empty_like(tensor)
-    total = tensor.clone()
-    for peer in range(n):
-        if peer != rank:
-            comm.recv(incoming, peer)
-            total += incoming
+def sum_from_peers(outgoing: dict[int, torch.Tensor], like: torch.Tensor, comm) -> torch.Tensor:
+    """Send ``outgoing[peer]`` to each of its peers, all at once, receive one
+    ``like``-shaped tensor from each of the same peers (in peer order), and
+    return the sum of what arrived.  Used by :func:`direct_all_reduce` and by
+    P3's reduction of partial activations (:mod:`gnnbook.engine.p3`)."""
+    requests = [comm.isend(t.detach().clone(), peer) for peer, t in outgoing.items()]
+    total, incoming = torch.zeros_like(like), torch.empty_like(like)
+    for peer in sorted(outgoing):
+        comm.recv(incoming, peer)
+        total += incoming
     for request in requests:
         request.wait()
-    return tensor.copy_(total)
+    return total
+
+
+def direct_all_reduce(tensor: torch.Tensor, comm) -> torch.Tensor:
+    """Send the whole tensor to every peer, add what the peers sent."""
+    peers = {peer: tensor for peer in range(comm.world_size) if peer != comm.rank}
+    return tensor.add_(sum_from_peers(peers, tensor, comm))
 
 
 def _children(rank: int, n: int) -> list[int]:
