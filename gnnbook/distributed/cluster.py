@@ -38,6 +38,7 @@ from typing import Any
 from .config import TrainConfig
 from .launcher import Job, JobPlan, LaunchError, plan_job, read_host_file, render, run_with_fresh_ports
 from .partition import read_config
+from .repeatable import check_repeatable
 
 RUN_DEADLINE_S = 600.0  # any script: its work is unknown
 # The trainer's deadline: start-up of servers and trainers plus, per epoch,
@@ -168,7 +169,10 @@ class LocalCluster:
         folder = self.new_job_dir()
         out = folder / "result.json"
         config = TrainConfig(**{**config.to_dict(), "out": str(out)})
-        world = self.num_trainers * int(read_config(self.part_config)["num_parts"])
+        num_parts = int(read_config(self.part_config)["num_parts"])
+        if config.repeatable_sampling:  # refused before anything starts, not inside the trainers
+            check_repeatable(num_parts, self.num_trainers)
+        world = self.num_trainers * num_parts
         deadline = self.deadline_s or default_deadline_s(self.part_config, config, world)
         start = time.perf_counter()
         self.run(self.trainer_command(config), folder, deadline)

@@ -51,6 +51,9 @@ class TrainConfig:
     cache_policy: str = "none"
     cache_fraction: float = 0.1
     verify_cache: bool = False  # also fetch every row from the servers and count rows that differ (tests)
+    # Seed the graph servers' sampling each epoch (gnnbook.distributed.repeatable), so that two runs with the
+    # same seed draw the same neighbours: for A/B comparisons of two jobs; 2 machines x 1 trainer only.
+    repeatable_sampling: bool = False
 
     def __post_init__(self) -> None:
         if self.model not in MODELS:

@@ -67,6 +67,7 @@ from . import emulation
 from .checkpoint import identity, load_checkpoint, resume_state, save_checkpoint
 from .config import TrainConfig, make_model, node_data_keys
 from .feature_cache import FeatureCache, cache_capacity, presample_counts, remote_candidates, select_cached_nodes
+from .repeatable import check_repeatable, seed_remote_servers
 from .stages import STAGES, StageClock, allreduce_gradients, count_remote_neighbours
 
 __all__ = ["load_checkpoint", "main", "run", "train_standalone"]
@@ -116,7 +117,7 @@ def _evaluate(model, g, loader, feat_key: str, label_key: str) -> tuple[float, f
     return correct, total
 
 
-def _feature_cache(g, book, feat_key: str, loader, config: TrainConfig, rank: int) -> FeatureCache:
+def _feature_cache(g, book, feat_key: str, new_loader, config: TrainConfig, rank: int) -> FeatureCache:
     """This trainer's cache of remote rows as ``config`` asks (empty for policy none), filled from the servers."""
     num_nodes, own = g.num_nodes(), book.partid
     chosen = torch.zeros(0, dtype=torch.int64)
@@ -126,7 +127,9 @@ def _feature_cache(g, book, feat_key: str, loader, config: TrainConfig, rank: in
             scores = g.in_degrees(candidates)
         else:  # presample: one epoch of this trainer's own sampler, seeded, before training
             set_seed(config.seed * 7919 + rank)
-            scores = presample_counts(loader, num_nodes)[candidates]
+            # A loader of its own: DGL's shuffles the previous epoch's order in place, so a pass over the
+            # training loader would change every later epoch's minibatches.
+            scores = presample_counts(new_loader(), num_nodes)[candidates]
         chosen = select_cached_nodes(candidates, scores, cache_capacity(config.cache_fraction, num_nodes))
     return FeatureCache(g.ndata[feat_key], book.nid2partid, own, chosen, num_nodes)
 
@@ -172,11 +175,19 @@ def run(part_config: str | Path, config: TrainConfig) -> dict[str, Any]:
     optimizer = torch.optim.Adam(parameters, lr=config.learning_rate, weight_decay=config.weight_decay)
     sampler = dgl.dataloading.NeighborSampler(config.fanouts)
     full = dgl.dataloading.MultiLayerFullNeighborSampler(len(config.fanouts))
-    loader = dgl.dataloading.DistNodeDataLoader(g, train_nids, sampler, batch_size=config.batch_size,
-                                                shuffle=True, drop_last=False)
+
+    def new_train_loader():
+        return dgl.dataloading.DistNodeDataLoader(g, train_nids, sampler, batch_size=config.batch_size,
+                                                  shuffle=True, drop_last=False)
+
+    loader = new_train_loader()
     eval_loaders = {s: dgl.dataloading.DistNodeDataLoader(g, splits[s], full, batch_size=config.eval_batch_size)
                     for s in ("val", "test")}
-    cache = _feature_cache(g, book, feat_key, loader, config, rank)
+    num_parts = int(meta["num_parts"])
+    if config.repeatable_sampling and _distributed():
+        check_repeatable(num_parts, world // num_parts)
+        seed_remote_servers(config.seed * 7919, book.partid, num_parts)
+    cache = _feature_cache(g, book, feat_key, new_train_loader, config, rank)
 
     history, start_epoch = [], 0
     run_identity = identity(config, world, part_config)
@@ -191,6 +202,8 @@ def run(part_config: str | Path, config: TrainConfig) -> dict[str, Any]:
     clock, owner_of = StageClock(), book.nid2partid
     for epoch in range(start_epoch, config.epochs):
         set_seed(config.seed * 1_000_003 + epoch * 1009 + rank)
+        if config.repeatable_sampling and _distributed():
+            seed_remote_servers(config.seed * 1_000_003 + epoch * 1009, book.partid, num_parts)
         model.train()
         start, steps, loss_sum, step_seconds, mismatched = time.perf_counter(), 0, 0.0, 0.0, 0
         neighbours = [0, 0, 0]  # sampled, on another machine than their sampler, than this trainer
@@ -251,7 +264,7 @@ def run(part_config: str | Path, config: TrainConfig) -> dict[str, Any]:
     best = max(history, key=lambda h: (h["val_acc"], -h["epoch"]))
     timed = [h["seconds"] for h in history if h["epoch"] >= start_epoch]
     result = dict(
-        mode="distributed" if _distributed() else "standalone", world_size=world, num_parts=int(meta["num_parts"]),
+        mode="distributed" if _distributed() else "standalone", world_size=world, num_parts=num_parts,
         graph_name=meta["graph_name"], test_acc=best["test_acc"], val_acc=best["val_acc"], best_epoch=best["epoch"],
         final_test_acc=history[-1]["test_acc"], epochs_run=len(history), resumed_from_epoch=start_epoch,
         seconds_per_epoch=sum(timed) / max(1, len(timed)), steps_per_epoch=steps_per_epoch,

@@ -1,0 +1,87 @@
+"""Repeatable sampling in a DistDGL job: the graph servers' random streams, seeded by the trainers.
+
+A DistDGL trainer samples the neighbours of its own partition's nodes in its own
+process (seeded with ``dgl.seed``), but sends the nodes of other partitions to
+their machines' graph servers, which sample with their own random streams, never
+seeded.  Two runs with the same seed therefore draw different neighbours for
+every remote node, and an A/B comparison of two jobs (a cache against none, say)
+mixes the effect under test with sampling noise.
+
+With ``TrainConfig(repeatable_sampling=True)`` every trainer, before the
+cache's presampling pass and at the start of each epoch, sends a
+:class:`SeedRequest` to every server of the other machines (a DGL RPC service
+of our own, registered in servers and trainers alike, since both import this
+module): the server seeds ``dgl.seed`` and samples on one thread from then on
+(DGL 2.1 gives each OpenMP thread its own stream).  The trainer samples on one
+thread from then on too.  (Seeding only at the epochs was not enough: a
+presampling pass on two threads left the next epoch's draws different.)  The requests a server receives then come
+in a fixed order when it serves exactly one remote trainer, which is the case
+for two machines with one trainer each: :func:`check_repeatable` refuses other
+layouts rather than promise what it cannot keep.
+
+Example:
+    >>> check_repeatable(num_machines=2, trainers_per_machine=1)
+    >>> check_repeatable(num_machines=3, trainers_per_machine=1)
+    Traceback (most recent call last):
+    ...
+    ValueError: repeatable sampling needs 2 machines with 1 trainer each (every server then serves one remote trainer, in a fixed order); this job has 3 machines with 1 trainer(s) each
+"""
+from __future__ import annotations
+
+from dgl import seed as dgl_seed
+from dgl.distributed import rpc
+from dgl.utils.internal import set_num_threads
+
+SEED_SERVICE_ID = 90917  # not used by DGL 2.1.0 (its services are below 10000 or named in rpc.py)
+
+
+class SeedRequest(rpc.Request):
+    """Seed the receiving server's sampling stream (and pin its sampler to one thread)."""
+
+    def __init__(self, seed: int):
+        self.seed = seed
+
+    def __getstate__(self):
+        return self.seed
+
+    def __setstate__(self, state):
+        self.seed = state
+
+    def process_request(self, server_state):
+        set_num_threads(1)
+        dgl_seed(self.seed)
+        return SeedResponse(self.seed)
+
+
+class SeedResponse(rpc.Response):
+    def __init__(self, seed: int):
+        self.seed = seed
+
+    def __getstate__(self):
+        return self.seed
+
+    def __setstate__(self, state):
+        self.seed = state
+
+
+rpc.register_service(SEED_SERVICE_ID, SeedRequest, SeedResponse)
+
+
+def check_repeatable(num_machines: int, trainers_per_machine: int) -> None:
+    """Raise ValueError unless the layout lets every server see one remote trainer."""
+    if num_machines != 2 or trainers_per_machine != 1:
+        raise ValueError(
+            "repeatable sampling needs 2 machines with 1 trainer each (every server then serves one remote "
+            f"trainer, in a fixed order); this job has {num_machines} machines with {trainers_per_machine} "
+            "trainer(s) each")
+
+
+def seed_remote_servers(seed: int, own_machine: int, num_machines: int) -> None:
+    """Seed every server of the other machines with ``seed`` and wait until each has done it; then
+    pin this trainer's own (local-partition) sampling to one thread too."""
+    per_machine = rpc.get_num_server_per_machine()
+    targets = [(m * per_machine + s, SeedRequest(seed)) for m in range(num_machines) if m != own_machine
+               for s in range(per_machine)]
+    replies = rpc.remote_call(targets)
+    assert [r.seed for r in replies] == [seed] * len(targets), "a server did not take the seed"
+    set_num_threads(1)
