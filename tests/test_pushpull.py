@@ -8,21 +8,19 @@ import pytest
 import torch
 
 from gnnbook.engine import pushpull as pp
-from gnnbook.parallel import run_sequence
+from gnnbook.parallel import run
 
 COST = {"compute_s_per_row": [2e-6, 2e-6, 2e-6], "link_s_per_byte": 1e-7}   # a mix of push and pull on Cora
 
 
 @pytest.mark.parametrize("world_size", [2, 3])
 def test_every_mode_equals_one_process_and_its_bytes_are_the_formula(world_size):
-    jobs = [("gnnbook.engine.pushpull:epoch", {"mode": mode, "layers": 3, "feature_width": 24, "hidden": 8,
-                                               "epochs": 2, "cost_model": COST})
-            for mode in pp.MODES]
-    runs = run_sequence(jobs, world_size, deadline_s=240)
+    args = {"layers": 3, "feature_width": 24, "hidden": 8, "epochs": 2, "cost_model": COST}
+    results = run("gnnbook.engine.pushpull:compare", world_size, args, deadline_s=240)
+    runs = [[r[mode] for r in results] for mode in pp.MODES]
     owner = runs[0][0]["owner"]
     ref = pp.reference(pp.build(feature_width=24, hidden=8, layers=3, num_parts=world_size, owner=owner))
-    for (_, args), out in zip(jobs, runs):
-        mode = args["mode"]
+    for mode, out in zip(pp.MODES, runs):
         assert all(torch.equal(o["owner"], owner) for o in out)
         for o in out:
             assert torch.allclose(o["logits"], ref["logits"][o["own"]], atol=1e-5), mode
@@ -124,6 +122,8 @@ def test_bad_input_is_named():
         pp.check_cost_model({"compute_s_per_row": [1e-6], "link_s_per_byte": 1e-9}, 2)
     with pytest.raises(ValueError, match="unknown mode 'gather'"):
         pp.choose(problem, 0, "gather")
+    with pytest.raises(ValueError, match="unknown mode 'gather'"):
+        pp.compare(["push", "gather"])
     with pytest.raises(ValueError, match="needs a cost model"):
         pp.choose(problem, 0, "hybrid")
     with pytest.raises(ValueError, match="unknown link 'carrier pigeon'"):

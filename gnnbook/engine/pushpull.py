@@ -460,67 +460,87 @@ def _one_epoch(problem: Problem, plan: Plan, layers: _Layers, sends, w, comm, to
     return logits.detach()
 
 
-def epoch(mode: str = "hybrid", dataset: str = "cora", feature_width: int = 32, hidden: int = 16, layers: int = 2,
-          partition_by: str = "metis", epochs: int = 3, link: str | float = "10 GbE (TCP)",
-          cost_model: dict[str, Any] | None = None, lr: float = 0.1, seed: int = 0) -> dict[str, Any]:
-    """Run in each rank: plan (``cost_model`` given, or per-row costs measured here and ``link``), exchange
-    the plan, then ``epochs`` training epochs; the first is measured on the sockets, the others timed.
-    Returns this rank's first-epoch logits (own rows) and all-reduced gradients, bytes, redundant rows,
-    epoch times and the modelled cost of all three modes under the same cost model."""
+def _train_epoch(problem, plan, prepared, sends, w, comm, total_train: int, lr: float, measure: bool):
+    """One epoch: forward, backward, gradient all-reduce, SGD; returns (logits, all-reduced gradients)."""
+    if measure:
+        with comm.window("dependencies"):
+            out = _one_epoch(problem, plan, prepared, sends, w, comm, total_train)
+        with comm.window("gradients"):
+            flat = torch.cat([t.grad.flatten() for pair in w for t in pair])
+            comm.all_reduce(flat)
+    else:
+        out = _one_epoch(problem, plan, prepared, sends, w, comm, total_train)
+        flat = torch.cat([t.grad.flatten() for pair in w for t in pair])
+        dist.all_reduce(flat)
+    offset, grads = 0, []
+    with torch.no_grad():
+        for a, b in w:
+            ga = flat[offset:offset + a.numel()].view_as(a)
+            gb = flat[offset + a.numel():offset + a.numel() + b.numel()].view_as(b)
+            offset += a.numel() + b.numel()
+            grads.append((ga.clone(), gb.clone()))
+            a -= lr * ga
+            b -= lr * gb
+            a.grad = b.grad = None
+    return out, grads
+
+
+def compare(modes: Sequence[str] = MODES, dataset: str = "cora", feature_width: int = 32, hidden: int = 16,
+            layers: int = 2, partition_by: str = "metis", epochs: int = 3, link: str | float = "10 GbE (TCP)",
+            cost_model: dict[str, Any] | None = None, lr: float = 0.1, seed: int = 0) -> dict[str, dict[str, Any]]:
+    """Run in each rank: plan every mode of ``modes`` under one cost model (``cost_model``, or per-row
+    costs measured here and ``link``), tell the owners what each plan needs, take one measured epoch
+    per mode (bytes on the sockets), then ``epochs - 1`` timed epochs of every mode **in turn** (so the
+    machine's other load falls on all modes alike).  Returns, per mode, this rank's first-epoch logits
+    (own rows) and all-reduced gradients, bytes, redundant rows, epoch times and the modelled cost of
+    all three modes."""
     from gnnbook.comm import Comm
 
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+    for mode in modes:
+        if mode not in MODES:
+            raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+    if epochs < 1:
+        raise ValueError(f"epochs must be >= 1, got {epochs}")
     rank, k = dist.get_rank(), dist.get_world_size()
-    clock = [time.perf_counter()]
     problem = build(dataset, feature_width, hidden, layers, k, partition_by, seed)
     dist.broadcast(problem.owner, 0)                # every rank uses rank 0's partition
-    clock.append(time.perf_counter())
     if cost_model is None:
         cost_model = {"compute_s_per_row": measure_row_costs(problem, rank), "link_s_per_byte": link_cost(link)}
     cost_model = check_cost_model(cost_model, layers)
     plans = {m: choose(problem, rank, m, cost_model) for m in MODES}
-    plan = plans[mode]
-    clock.append(time.perf_counter())
-    setup = Comm()
-    sends = _exchange_plan(plan, problem, setup)
-    prepared = _prepare(problem, plan, k)
-    clock.append(time.perf_counter())
     total_train = int(problem.train.sum())
-    w = [(a.clone().requires_grad_(True), b.clone().requires_grad_(True)) for a, b in problem.weights]
-    comm, quiet = Comm(), Comm(measure=False)    # the first epoch measured, the others only timed
-    times, logits, grads = [], None, None
+    runs = {}
+    for mode in modes:
+        sends = _exchange_plan(plans[mode], problem, Comm())
+        runs[mode] = dict(sends=sends, prepared=_prepare(problem, plans[mode], k), comm=Comm(),
+                          w=[(a.clone().requires_grad_(True), b.clone().requires_grad_(True)) for a, b in problem.weights])
+    quiet = Comm(measure=False)
+    times = {mode: [] for mode in modes}
+    first = {}
     for e in range(epochs):
-        dist.barrier()
-        start = time.perf_counter()
-        if e == 0:
-            with comm.window("dependencies"):
-                out = _one_epoch(problem, plan, prepared, sends, w, comm, total_train)
-            with comm.window("gradients"):
-                flat = torch.cat([t.grad.flatten() for pair in w for t in pair])
-                comm.all_reduce(flat)
-        else:
-            out = _one_epoch(problem, plan, prepared, sends, w, quiet, total_train)
-            flat = torch.cat([t.grad.flatten() for pair in w for t in pair])
-            dist.all_reduce(flat)
-        offset, epoch_grads = 0, []
-        with torch.no_grad():
-            for a, b in w:
-                ga = flat[offset:offset + a.numel()].view_as(a)
-                gb = flat[offset + a.numel():offset + a.numel() + b.numel()].view_as(b)
-                offset += a.numel() + b.numel()
-                epoch_grads.append((ga.clone(), gb.clone()))
-                a -= lr * ga
-                b -= lr * gb
-                a.grad = b.grad = None
-        times.append(time.perf_counter() - start)
-        if e == 0:
-            logits, grads = out, epoch_grads
-    summary = comm.summary()
-    clock.append(time.perf_counter())
-    return dict(mode=mode, rank=rank, owner=problem.owner, phases_s=dict(zip(("build", "plan", "exchange", "epochs"), np.diff(clock).tolist())), own=plan.own, logits=logits, grads=grads, epoch_s=times,
-                dependency_wire=summary["windows"]["dependencies"], gradient_wire=summary["windows"]["gradients"],
-                formula=formula_bytes(problem, plan), redundant_rows=redundant_rows(plan),
-                received_rows=[len(r) for r in plan.received], halo=len(remote_levels(problem, rank)[-1]),
-                modelled={m: p.modelled["cost"] for m, p in plans.items()}, cost_model=cost_model, summary=summary)
+        for mode in modes:
+            r = runs[mode]
+            dist.barrier()
+            start = time.perf_counter()
+            out = _train_epoch(problem, plans[mode], r["prepared"], r["sends"], r["w"], r["comm"] if e == 0 else quiet,
+                               total_train, lr, measure=e == 0)
+            times[mode].append(time.perf_counter() - start)
+            if e == 0:
+                first[mode] = out
+    results = {}
+    for mode in modes:
+        plan, summary = plans[mode], runs[mode]["comm"].summary()
+        results[mode] = dict(mode=mode, rank=rank, owner=problem.owner, own=plan.own, logits=first[mode][0],
+                             grads=first[mode][1], epoch_s=times[mode],
+                             dependency_wire=summary["windows"]["dependencies"],
+                             gradient_wire=summary["windows"]["gradients"],
+                             formula=formula_bytes(problem, plan), redundant_rows=redundant_rows(plan),
+                             received_rows=[len(x) for x in plan.received], halo=len(remote_levels(problem, rank)[-1]),
+                             modelled={m: p.modelled["cost"] for m, p in plans.items()}, cost_model=cost_model,
+                             summary=summary)
+    return results
 
+
+def epoch(mode: str = "hybrid", **kwargs: Any) -> dict[str, Any]:
+    """Run in each rank: :func:`compare` for one mode (same keywords); returns its result."""
+    return compare([mode], **kwargs)[mode]
