@@ -41,6 +41,7 @@ Example:
 from __future__ import annotations
 
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -141,7 +142,10 @@ def _mean_matrix(problem: Problem, out_nodes: torch.Tensor, in_nodes: torch.Tens
     if (cols < 0).any():
         raise RuntimeError("a layer's input misses an in-neighbour of one of its outputs: the plan is not closed")
     values = 1.0 / degree.float()[rows]
-    return torch.sparse_coo_tensor(torch.stack([rows, cols]), values, (len(out_nodes), len(in_nodes))).coalesce().to_sparse_csr()
+    with warnings.catch_warnings():     # torch 2.2 calls sparse CSR "beta" on every use
+        warnings.filterwarnings("ignore", "Sparse CSR tensor support is in beta")
+        return torch.sparse_coo_tensor(torch.stack([rows, cols]), values,
+                                       (len(out_nodes), len(in_nodes))).coalesce().to_sparse_csr()
 
 
 def _layer(a: torch.Tensor, h: torch.Tensor, w: tuple[torch.Tensor, torch.Tensor], last: bool) -> torch.Tensor:
