@@ -84,7 +84,7 @@ SYSTEMS: list[dict] = [
          "NSDI", 2023, SETTINGS[1], "minibatch", "synchronous",
          "a dynamic GPU feature cache with proximity-aware ordering of seeds; partitioning for sampling; isolated "
          "resources for preprocessing stages",
-         "higher GPU utilisation and faster epochs than DGL, Euler and PaGraph-style caching (qualitative here)",
+         "higher GPU utilisation and faster epochs than existing GNN training systems (qualitative here)",
          "abstract; evaluation section for the numbers"),
     # 7.5 CPU clusters
     _row("AliGraph", "Zhu et al., AliGraph: A Comprehensive Graph Neural Network Platform",
@@ -106,7 +106,7 @@ SYSTEMS: list[dict] = [
     _row("ByteGNN", "Zheng et al., ByteGNN: Efficient Graph Neural Network Training at Large Scale",
          "PVLDB 15(6)", 2022, SETTINGS[2], "minibatch", "synchronous",
          "sampling as a DAG of small tasks; two-level scheduling; partitioning tailored to sampling locality",
-         "faster than DistDGL and Euler on CPU clusters, with higher CPU utilisation (qualitative here)",
+         "faster than existing distributed GNN systems such as DistDGL on CPU clusters (qualitative here)",
          "abstract; evaluation section for the numbers"),
     # 7.6 other hardware
     _row("Dorylus", "Thorpe et al., Dorylus: Affordable, Scalable, and Accurate GNN Training with Distributed CPU "
