@@ -14,7 +14,13 @@ of our own, registered in servers and trainers alike, since both import this
 module): the server seeds ``dgl.seed`` and samples on one thread from then on
 (DGL 2.1 gives each OpenMP thread its own stream).  The trainer samples on one
 thread from then on too.  (Seeding only at the epochs was not enough: a
-presampling pass on two threads left the next epoch's draws different.)  The requests a server receives then come
+presampling pass on two threads left the next epoch's draws different.)
+
+The trainer also re-seeds its own stream before every minibatch
+(:func:`seed_own_sampling`): DGL's feature pull (``fast_pull``) draws the server
+it asks from the same thread-local stream that samples the local partition, so
+a job that pulls remote rows at fewer steps (one with a cache) would otherwise
+sample differently from then on.  The requests a server receives then come
 in a fixed order when it serves exactly one remote trainer, which is the case
 for two machines with one trainer each: :func:`check_repeatable` refuses other
 layouts rather than promise what it cannot keep.
@@ -85,3 +91,8 @@ def seed_remote_servers(seed: int, own_machine: int, num_machines: int) -> None:
     replies = rpc.remote_call(targets)
     assert [r.seed for r in replies] == [seed] * len(targets), "a server did not take the seed"
     set_num_threads(1)
+
+
+def seed_own_sampling(epoch_seed: int, step: int) -> None:
+    """Seed this trainer's DGL stream for minibatch ``step``, whatever drew from it before."""
+    dgl_seed((epoch_seed * 7919 + step) % 2**31)

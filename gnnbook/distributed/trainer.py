@@ -67,7 +67,7 @@ from . import emulation
 from .checkpoint import identity, load_checkpoint, resume_state, save_checkpoint
 from .config import TrainConfig, make_model, node_data_keys
 from .feature_cache import FeatureCache, cache_capacity, presample_counts, remote_candidates, select_cached_nodes
-from .repeatable import check_repeatable, seed_remote_servers
+from .repeatable import check_repeatable, seed_own_sampling, seed_remote_servers
 from .stages import STAGES, StageClock, allreduce_gradients, count_remote_neighbours
 
 __all__ = ["load_checkpoint", "main", "run", "train_standalone"]
@@ -213,6 +213,8 @@ def run(part_config: str | Path, config: TrainConfig) -> dict[str, Any]:
         while True:
             step_start = time.perf_counter()
             with clock("sample"):
+                if config.repeatable_sampling:
+                    seed_own_sampling(config.seed * 1_000_003 + epoch * 1009 + rank, steps)
                 batch = next(batches, None)
             if batch is None:
                 break
