@@ -118,15 +118,15 @@ def _stream(graph, num_parts: int, score, slack: float, seed: int) -> np.ndarray
     ties go to the smaller part."""
     n = graph.num_nodes()
     indptr, indices = undirected_csr(graph)
+    bounds = indptr.tolist()                     # Python ints slice faster than numpy scalars
     capacity = int(np.ceil(slack * n / num_parts))
-    part = np.full(n, -1, dtype=np.int64)
+    part = np.full(n, num_parts, dtype=np.int64)   # "part K" = not placed yet
     sizes = np.zeros(num_parts, dtype=np.float64)
-    for v in np.random.default_rng(seed).permutation(n):
-        placed = part[indices[indptr[v]:indptr[v + 1]]]
-        together = np.bincount(placed[placed >= 0], minlength=num_parts)
-        s = np.where(sizes < capacity, score(together, sizes), -np.inf)
-        best = np.flatnonzero(s == s.max())
-        p = best[np.argmin(sizes[best])]
+    for v in np.random.default_rng(seed).permutation(n).tolist():
+        together = np.bincount(part[indices[bounds[v]:bounds[v + 1]]], minlength=num_parts + 1)[:num_parts]
+        s = score(together, sizes)
+        s[sizes >= capacity] = -np.inf
+        p = np.lexsort((sizes, -s))[0]           # best score; ties to the smaller part
         part[v] = p
         sizes[p] += 1
     return part

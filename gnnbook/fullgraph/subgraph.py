@@ -289,8 +289,8 @@ def reference(dataset: str = "cora", model: str = "gcn", epochs: int = 10, hidde
         losses.append(float(loss))
     with torch.no_grad():
         pred = layers[1](graph, torch.relu(layers[0](graph, x))).argmax(1)
-    acc = {m: float((pred[graph.ndata[f"{m}_mask"]] == labels[graph.ndata[f"{m}_mask"]]).float().mean())
-           for m in ("val", "test")}
+    acc = {m: int((pred[mask] == labels[mask]).sum()) / int(mask.sum())       # counts, as the K processes do
+           for m, mask in ((m, graph.ndata[f"{m}_mask"]) for m in ("val", "test"))}
     if model == "gcn":
         weights = {name: getattr(layers[int(name[1]) - 1], "weight" if name[0] == "W" else "bias").detach()
                    for name in w}
