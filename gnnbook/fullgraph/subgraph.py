@@ -173,6 +173,22 @@ def _load(dataset: str, model: str, hidden: int, seed: int):
     return graph, x, labels, w
 
 
+def _shared_assignment(graph, partitioner: str, seed: int) -> torch.Tensor:
+    """Rank 0 partitions, every rank receives the same assignment (before any Comm: not counted)."""
+    import torch.distributed as dist
+
+    from gnnbook.partition import check_assignment, partition
+
+    k = dist.get_world_size()
+    if dist.get_rank() == 0:
+        assignment = partition(graph, k, partitioner, seed)
+    else:
+        assignment = torch.empty(graph.num_nodes(), dtype=torch.int64)
+    dist.broadcast(assignment, 0)
+    check_assignment(graph.num_nodes(), assignment, k)
+    return assignment
+
+
 def train(dataset: str = "cora", model: str = "gcn", partitioner: str = "metis", epochs: int = 10,
           hidden: int = 16, lr: float = 0.01, weight_decay: float = 5e-4, seed: int = 0) -> dict[str, Any]:
     """Run in each of K processes: full-graph training on this process's part plus its halo.
@@ -181,13 +197,10 @@ def train(dataset: str = "cora", model: str = "gcn", partitioner: str = "metis",
     import torch.distributed as dist
 
     from gnnbook.comm import Comm
-    from gnnbook.partition import check_assignment, partition
 
-    rank, k = dist.get_rank(), dist.get_world_size()
+    rank = dist.get_rank()
     graph, x, labels, w = _load(dataset, model, hidden, seed)
-    assignment = partition(graph, k, partitioner, seed) if rank == 0 else torch.empty(graph.num_nodes(), dtype=torch.int64)
-    dist.broadcast(assignment, 0)                  # one partition for all (before Comm: not counted)
-    check_assignment(graph.num_nodes(), assignment, k)
+    assignment = _shared_assignment(graph, partitioner, seed)
     part = local_graph(graph, assignment, rank, model)
     masks = {name: graph.ndata[f"{name}_mask"][part.owned] for name in ("train", "val", "test")}
     totals = {name: int(graph.ndata[f"{name}_mask"].sum()) for name in masks}
@@ -299,3 +312,56 @@ def reference(dataset: str = "cora", model: str = "gcn", epochs: int = 10, hidde
         weights = {name: (getattr(layers[int(name[1]) - 1], attr[name[0]]).weight.detach().T if name[0] in attr
                           else layers[int(name[1]) - 1].fc_self.bias.detach()) for name in w}
     return dict(losses=losses, weights=weights, val_acc=acc["val"], test_acc=acc["test"])
+
+
+# ----- for the lab: one GCN layer with someone else's halo exchange -----
+
+EXCHANGE_REFERENCES = ("gnnbook.fullgraph.subgraph:HaloExchange.forward",
+                       "gnnbook.fullgraph.subgraph:HaloExchange.backward")
+
+
+def _layer_problem(dataset: str, hidden: int, seed: int):
+    graph, x, _, w = _load(dataset, "gcn", hidden, seed)
+    target = torch.randn(graph.num_nodes(), hidden, generator=torch.Generator().manual_seed(seed + 1))
+    return graph, x, w["W1"], target
+
+
+def check_exchange(impl: str, dataset: str = "cora", partitioner: str = "metis", hidden: int = 16,
+                   seed: int = 0) -> dict[str, Any]:
+    """Run in each rank: the first GCN layer ``A_hat (X W)`` on this part with the halo exchange
+    ``impl`` (``"file.py:function"``, called as ``function(h, part, comm)`` -> the halo rows, in
+    the order of ``part.halo``), then backward of ``sum(out * target)``.  Returns the output rows,
+    this rank's share of ``W``'s gradient, and the bytes its sockets carried meanwhile; the
+    package's :class:`HaloExchange` refuses to run while ``impl`` does."""
+    import torch.distributed as dist
+
+    from gnnbook.comm import Comm
+    from gnnbook.labcheck import reference_forbidden
+    from gnnbook.parallel.worker import load_function
+
+    exchange = load_function(impl)
+    graph, x, w1, target = _layer_problem(dataset, hidden, seed)
+    part = local_graph(graph, _shared_assignment(graph, partitioner, seed), dist.get_rank(), "gcn")
+    weight = w1.clone().requires_grad_(True)
+    comm = Comm()
+    with reference_forbidden(EXCHANGE_REFERENCES, hint="write the all_to_all_single calls yourself"):
+        with comm.window("layer"):
+            h = x[part.owned] @ weight
+            out = torch.sparse.mm(part.adjacency, torch.cat([h, exchange(h, part, comm)]))
+            (out * target[part.owned]).sum().backward()
+    summary = comm.summary()
+    return dict(owned=part.owned, out=out.detach(), grad=weight.grad, wire_sent=comm.windows["layer"][0],
+                halo=len(part.halo), rows_sent=sum(part.send_counts), rows_received=sum(part.recv_counts),
+                ops={op: row["calls"] for op, row in summary["by_op"].items()},
+                payload_sent=summary["payload_sent"], headers_sent=summary["headers_sent"])
+
+
+def layer_reference(dataset: str = "cora", hidden: int = 16, seed: int = 0) -> dict[str, torch.Tensor]:
+    """:func:`check_exchange`'s layer in one process with DGL's ``GraphConv``: output and gradient."""
+    import dgl.nn as dglnn
+
+    graph, x, w1, target = _layer_problem(dataset, hidden, seed)
+    weight = w1.clone().requires_grad_(True)
+    out = dglnn.GraphConv(x.shape[1], hidden, weight=False, bias=False)(graph, x @ weight)
+    (out * target).sum().backward()
+    return dict(out=out.detach(), grad=weight.grad)
