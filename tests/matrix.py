@@ -40,6 +40,7 @@ MATRIX: dict[str, tuple[str, ...]] = {
     "chapters/06a_fullgraph_parallelism.ipynb": ("cora", "citeseer", "amazon-photo"),
     "chapters/08_dgl_practice.ipynb": SHIPPED,
     "labs/lab05_feature_cache.ipynb": ("cora", "citeseer", "amazon-photo"),
+    "labs/lab06_halo_exchange.ipynb": ("cora", "citeseer", "amazon-photo"),
 }
 
 

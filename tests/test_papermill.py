@@ -21,6 +21,7 @@ ALTERNATIVES = [
     ("chapters/06a_fullgraph_parallelism.ipynb", {"dataset": "citeseer", "num_parts": 4}),
     ("chapters/08_dgl_practice.ipynb", {"dataset": "citeseer"}),
     ("labs/lab05_feature_cache.ipynb", {"dataset": "citeseer"}),
+    ("labs/lab06_halo_exchange.ipynb", {"dataset": "amazon-photo", "num_parts": 3}),
 ]
 
 
