@@ -1,0 +1,1 @@
+"""Full-graph distributed GNN training (book chapter 6), one module per idea."""
