@@ -37,7 +37,7 @@ lab: venv
 	$(VENV)/bin/jupyter lab --ServerApp.ip=127.0.0.1 --ServerApp.root_dir=$(CURDIR) $(ALLOW_ROOT) $(LAB_ARGS)
 
 test: venv lint
-	$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+	$(VENV)/bin/python -m pytest --durations=40 $(PYTEST_ARGS)
 
 # Every dataset-taking notebook over every shipped dataset it supports, through papermill; prints
 # notebook x dataset -> holds / FAILED and seconds (long: about an hour; not part of make test).
