@@ -41,8 +41,8 @@ from dgl.utils.internal import set_num_threads
 SEED_SERVICE_ID = 90917  # not used by DGL 2.1.0 (its services are below 10000 or named in rpc.py)
 
 
-class SeedRequest(rpc.Request):
-    """Seed the receiving server's sampling stream (and pin its sampler to one thread)."""
+class _SeedState:
+    """The one field both messages carry (DGL serialises what ``__getstate__`` returns)."""
 
     def __init__(self, seed: int):
         self.seed = seed
@@ -52,6 +52,10 @@ class SeedRequest(rpc.Request):
 
     def __setstate__(self, state):
         self.seed = state
+
+
+class SeedRequest(_SeedState, rpc.Request):
+    """Seed the receiving server's sampling stream (and pin its sampler to one thread)."""
 
     def process_request(self, server_state):
         set_num_threads(1)
@@ -59,15 +63,8 @@ class SeedRequest(rpc.Request):
         return SeedResponse(self.seed)
 
 
-class SeedResponse(rpc.Response):
-    def __init__(self, seed: int):
-        self.seed = seed
-
-    def __getstate__(self):
-        return self.seed
-
-    def __setstate__(self, state):
-        self.seed = state
+class SeedResponse(_SeedState, rpc.Response):
+    """The server's acknowledgement, carrying the seed it took."""
 
 
 rpc.register_service(SEED_SERVICE_ID, SeedRequest, SeedResponse)
