@@ -14,6 +14,7 @@ Example:
 """
 from __future__ import annotations
 
+import json
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -128,3 +129,24 @@ def report(runs: list[NotebookRun]) -> tuple[str, bool]:
         lines.append(f"  failed: {name} (executed copy: {next(r.executed for r in runs if r.notebook == name)})")
     lines += [f"  does not hold: {b}" for b in broken]
     return "\n".join(lines), not failed and not broken
+
+
+def gather_claims(root: Path, course_dir: Path, run_now: list[str], out: Path) -> tuple[list[dict[str, Any]], list[str]]:
+    """Every claim row the course has measured: those of the last ``make course`` (``course_dir/claims.json``,
+    when it exists) and, for each notebook of ``run_now`` (paths relative to ``root``) it does not cover, a
+    fresh papermill run into ``out``.  Returns the rows and the notebooks that were run now.
+
+    Example:
+        >>> rows, ran = gather_claims(ROOT, ROOT / "build/course", ["chapters/01_introduction.ipynb"], tmp)  # doctest: +SKIP
+    """
+    summary = Path(course_dir) / SUMMARY
+    rows = [dict(r, source_run="make course") for r in json.loads(summary.read_text())] if summary.is_file() else []
+    covered = {r["notebook"] for r in rows}
+    ran = []
+    for notebook in run_now:
+        if Path(notebook).stem in covered:
+            continue
+        run = run_notebook(Path(root) / notebook, Path(out))
+        rows += [dict(r, source_run="run now") for r in run.rows()]
+        ran.append(notebook)
+    return rows, ran
