@@ -6,7 +6,7 @@ from urllib.parse import unquote, urlsplit
 import nbformat
 import pytest
 
-from gnnbook.teaching.course import claims_table, report, run_course
+from gnnbook.teaching.course import claims_table, gather_claims, report, run_course
 from gnnbook.teaching.site import build_site
 
 PARAMETERS = "results_path = None   # papermill: write the claims here\n"
@@ -67,6 +67,16 @@ def test_a_failing_notebook_gets_a_row_saying_so(tmp_path):
     (run,) = run_course([nb], tmp_path / "out", timeout_s=120)
     assert run.error and "ValueError" in run.error
     assert run.rows()[0]["claim"].startswith("notebook failed") and run.rows()[0]["holds"] is False
+
+
+def test_chapter_9_gathers_the_course_run_and_runs_only_what_it_lacks(course, tmp_path):
+    """gather_claims reads make course's claims.json and runs (papermill) only notebooks it does not cover."""
+    _, out = course
+    extra = tiny_notebook(tmp_path / "03_extra.ipynb", "Extra · 额外", CHAPTER.replace("01_tiny", "03_extra"))
+    rows, ran = gather_claims(tmp_path, out, ["01_tiny.ipynb", extra.name], tmp_path / "now")
+    assert ran == [extra.name], "01_tiny is in claims.json: not run again"
+    assert [(r["notebook"], r["source_run"]) for r in rows if r["holds"] is not None] == [
+        ("01_tiny", "make course"), ("01_tiny", "make course"), ("03_extra", "run now"), ("03_extra", "run now")]
 
 
 class _Links(HTMLParser):
