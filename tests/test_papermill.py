@@ -18,8 +18,10 @@ ALTERNATIVES = [
     ("chapters/05c_execution_engine.ipynb", {"dataset": "amazon-photo"}),
     ("chapters/05e_sampler_accuracy.ipynb", {"dataset": "citeseer"}),
     ("chapters/05f_distributed_cache.ipynb", {"dataset": "citeseer"}),
+    ("chapters/05g_historical_embeddings.ipynb", {"dataset": "citeseer"}),
     ("chapters/08_dgl_practice.ipynb", {"dataset": "citeseer"}),
     ("labs/lab05_feature_cache.ipynb", {"dataset": "citeseer"}),
+    ("labs/lab05b_historical_embeddings.ipynb", {"dataset": "citeseer"}),
 ]
 
 
