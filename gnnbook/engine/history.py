@@ -225,17 +225,25 @@ def gcn_forward(model, batch: Batch, x: torch.Tensor, history: History | None) -
 
 
 @torch.no_grad()
-def exact_embeddings(model, setup: Setup, x: torch.Tensor) -> list[torch.Tensor]:
-    """Every hidden layer's output over the whole graph with the current weights, without dropout:
-    what the history tables would hold if no row were stale."""
+def exact_pass(model, setup: Setup, x: torch.Tensor) -> tuple[torch.Tensor, list[torch.Tensor]]:
+    """The full-graph logits and every hidden layer's output with the current weights, without
+    dropout (evaluation mode): the hidden outputs are what the history tables would hold if no row
+    were stale."""
     was_training = model.training
     model.eval()
-    out, h = [], model.input(x)
-    for i, layer in enumerate(model.layers[:-1]):
-        h = model.act(gcn_conv(layer, setup.adj, h))
-        out.append(h)
+    hidden, h = [], model.input(x)
+    for i, layer in enumerate(model.layers):
+        h = gcn_conv(layer, setup.adj, h)
+        if i < len(model.layers) - 1:
+            h = model.act(h)
+            hidden.append(h)
     model.train(was_training)
-    return out
+    return h, hidden
+
+
+def exact_embeddings(model, setup: Setup, x: torch.Tensor) -> list[torch.Tensor]:
+    """Every hidden layer's output over the whole graph with the current weights, without dropout."""
+    return exact_pass(model, setup, x)[1]
 
 
 def refresh(history: History, model, setup: Setup, x: torch.Tensor) -> None:
@@ -245,11 +253,11 @@ def refresh(history: History, model, setup: Setup, x: torch.Tensor) -> None:
 
 
 def staleness(history: History, model, setup: Setup, x: torch.Tensor,
-              nodes: torch.Tensor | None = None) -> list[float]:
+              nodes: torch.Tensor | None = None, exact: list[torch.Tensor] | None = None) -> list[float]:
     """Per table: ``||hist - exact|| / ||exact||`` (Frobenius, over ``nodes`` or all nodes), the
-    exact embeddings being those of the model's current weights."""
+    exact embeddings being those of the model's current weights (``exact``, when already computed)."""
     out = []
-    for table, exact in zip(history.tables, exact_embeddings(model, setup, x)):
+    for table, exact in zip(history.tables, exact if exact is not None else exact_embeddings(model, setup, x)):
         if nodes is not None:
             table, exact = table[nodes], exact[nodes]
         out.append(float((table - exact).norm() / exact.norm().clamp(min=1e-12)))
@@ -338,11 +346,11 @@ def train(graph: dgl.DGLGraph, method: str = "gas", seed: int = 0, num_parts: in
             optimizer.step()
         seconds += time.perf_counter() - start
         epochs_run += 1
-        if history is not None and track_staleness:
-            stale.append(staleness(history, model, setup, x))
         model.eval()
-        with torch.no_grad():
-            metrics = epoch_metrics(full_forward(model, setup.adj, x), labels, masks)
+        logits, hidden = exact_pass(model, setup, x)      # evaluation and the exact embeddings, one pass
+        if history is not None and track_staleness:
+            stale.append(staleness(history, model, setup, x, exact=hidden))
+        metrics = epoch_metrics(logits, labels, masks)
         if best.update(model, epoch, metrics["val_acc"], metrics["val_loss"]):
             break
     model.load_state_dict(best.state)
@@ -501,11 +509,11 @@ def distributed(dataset: str = "cora", seed: int = 0, num_parts: int = 40, clust
             optimizer.step()
         seconds += time.perf_counter() - start
         epochs_run += 1
-        stale.append(dict(own=staleness(history, model, setup, x, owned_nodes[rank])[0],
-                          pulled=staleness(history, model, setup, x, torch.cat(recv_rows))[0]))
         model.eval()
-        with torch.no_grad():
-            metrics = epoch_metrics(full_forward(model, setup.adj, x), labels, masks)
+        logits, hidden = exact_pass(model, setup, x)
+        stale.append(dict(own=staleness(history, model, setup, x, owned_nodes[rank], hidden)[0],
+                          pulled=staleness(history, model, setup, x, torch.cat(recv_rows), hidden)[0]))
+        metrics = epoch_metrics(logits, labels, masks)
         if best.update(model, epoch, metrics["val_acc"], metrics["val_loss"]):
             break
     summary = comm.summary()
