@@ -510,9 +510,9 @@ def distributed(dataset: str = "cora", seed: int = 0, num_parts: int = 40, clust
         seconds += time.perf_counter() - start
         epochs_run += 1
         model.eval()
-        logits, hidden = exact_pass(model, setup, x)
-        stale.append(dict(own=staleness(history, model, setup, x, owned_nodes[rank], hidden)[0],
-                          pulled=staleness(history, model, setup, x, torch.cat(recv_rows), hidden)[0]))
+        logits, exact = exact_pass(model, setup, x)
+        stale.append(dict(own=staleness(history, model, setup, x, owned_nodes[rank], exact)[0],
+                          pulled=staleness(history, model, setup, x, torch.cat(recv_rows), exact)[0]))
         metrics = epoch_metrics(logits, labels, masks)
         if best.update(model, epoch, metrics["val_acc"], metrics["val_loss"]):
             break
