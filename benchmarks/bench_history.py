@@ -7,13 +7,15 @@ staleness measurement excluded.  Cluster-GCN (cut edges dropped, same batches) i
 Prints the ratios GAS / full-batch and Cluster-GCN / full-batch; no target is asserted: on small
 graphs that fit in memory GAS does more, smaller steps and is expected to be slower per epoch.
 
-    python benchmarks/bench_history.py [--dataset cora] [--epochs 50] [--repeats 3]
+    python benchmarks/bench_history.py [--dataset cora] [--epochs 50] [--repeats 3] [--threads 1]
 """
 import argparse
 import os
 import statistics
 
 os.environ.setdefault("DGLBACKEND", "pytorch")
+
+import torch  # noqa: E402
 
 from gnnbook.data import load_dataset  # noqa: E402
 from gnnbook.engine.history import build_setup, train  # noqa: E402
@@ -26,7 +28,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--num-parts", type=int, default=40)
     parser.add_argument("--clusters-per-batch", type=int, default=10)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (chapter 05g runs on one)")
     args = parser.parse_args()
+    torch.set_num_threads(args.threads)
     graph = load_dataset(args.dataset)
     setup = build_setup(graph, args.num_parts, args.clusters_per_batch)
     options = dict(epochs=args.epochs, patience=args.epochs, num_parts=args.num_parts,
