@@ -36,13 +36,22 @@ class ReferenceCallError(AssertionError):
     """A lab's solution called the reference implementation its check compares with."""
 
 
+# What a student's GNNAutoScale history (lab 5b) must not call: the package's table and its forward.
+HISTORY_REFERENCES: tuple[str, ...] = (
+    "gnnbook.engine.history:History.push",
+    "gnnbook.engine.history:History.pull",
+    "gnnbook.engine.history:gcn_forward",
+)
+
+
 def _resolve(target: str) -> tuple[type, str]:
     module_name, _, path = target.partition(":")
     owner_name, _, attribute = path.rpartition(".")
-    if not module_name or not owner_name or not attribute:
-        raise ValueError(f"reference {target!r} must look like 'package.module:Class.method'")
+    if not module_name or not attribute:
+        raise ValueError(f"reference {target!r} must look like 'package.module:Class.method' "
+                         "or 'package.module:function'")
     owner = importlib.import_module(module_name)
-    for part in owner_name.split("."):
+    for part in filter(None, owner_name.split(".")):   # no owner: a module-level function
         owner = getattr(owner, part)
     if not hasattr(owner, attribute):
         raise ValueError(f"reference {target!r}: {owner_name} has no attribute {attribute!r}")
@@ -52,7 +61,7 @@ def _resolve(target: str) -> tuple[type, str]:
 @contextlib.contextmanager
 def reference_forbidden(targets: Iterable[str], hint: str = "implement it yourself with message passing "
                         "(update_all) or a sparse-matrix product") -> Iterator[None]:
-    """Inside the block, calling any of ``targets`` ('module:Class.method')
+    """Inside the block, calling any of ``targets`` ('module:Class.method' or 'module:function')
     raises :class:`ReferenceCallError`; the originals are restored afterwards."""
     saved = []
     try:

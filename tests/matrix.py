@@ -37,10 +37,12 @@ MATRIX: dict[str, tuple[str, ...]] = {
     "chapters/05c_execution_engine.ipynb": ("cora", "citeseer", "amazon-photo"),
     "chapters/05e_sampler_accuracy.ipynb": ("cora", "citeseer"),
     "chapters/05f_distributed_cache.ipynb": ("cora", "citeseer"),
+    "chapters/05g_historical_embeddings.ipynb": ("cora", "citeseer"),
     "chapters/06a_fullgraph_parallelism.ipynb": ("cora", "citeseer", "amazon-photo"),
     "chapters/07_gnn_systems.ipynb": ("cora", "citeseer", "amazon-photo"),
     "chapters/08_dgl_practice.ipynb": SHIPPED,
     "labs/lab05_feature_cache.ipynb": ("cora", "citeseer", "amazon-photo"),
+    "labs/lab05b_historical_embeddings.ipynb": ("cora", "citeseer"),
     "labs/lab06_halo_exchange.ipynb": ("cora", "citeseer", "amazon-photo"),
 }
 

@@ -18,10 +18,12 @@ ALTERNATIVES = [
     ("chapters/05c_execution_engine.ipynb", {"dataset": "amazon-photo"}),
     ("chapters/05e_sampler_accuracy.ipynb", {"dataset": "citeseer"}),
     ("chapters/05f_distributed_cache.ipynb", {"dataset": "citeseer"}),
+    ("chapters/05g_historical_embeddings.ipynb", {"dataset": "citeseer"}),
     ("chapters/06a_fullgraph_parallelism.ipynb", {"dataset": "citeseer", "num_parts": 4}),
     ("chapters/07_gnn_systems.ipynb", {"dataset": "citeseer"}),
     ("chapters/08_dgl_practice.ipynb", {"dataset": "citeseer"}),
     ("labs/lab05_feature_cache.ipynb", {"dataset": "citeseer"}),
+    ("labs/lab05b_historical_embeddings.ipynb", {"dataset": "citeseer"}),
     ("labs/lab06_halo_exchange.ipynb", {"dataset": "amazon-photo", "num_parts": 3}),
 ]
 

@@ -1,0 +1,120 @@
+"""Historical embeddings (GNNAutoScale, 5.2.3): push/pull on a hand-made graph, exactness after a full
+refresh, staleness, bad input, seeds, and the distributed run's measured history bytes = formula."""
+import dgl
+import pytest
+import torch
+
+from gnnbook.engine import history as H
+from gnnbook.models import build_model
+from gnnbook.parallel import run
+from gnnbook.train import model_input
+
+
+def _tiny(num_nodes=12, seed=0):
+    """Two triangles-and-a-tail communities joined by one edge, with features, labels and masks."""
+    gen = torch.Generator().manual_seed(seed)
+    src = [0, 1, 2, 0, 3, 4, 5, 6, 7, 8, 6, 9, 10, 11, 5]
+    dst = [1, 2, 0, 3, 4, 5, 0, 7, 8, 6, 9, 10, 11, 6, 6]   # 5 - 6 is the bridge
+    g = dgl.to_bidirected(dgl.graph((src, dst), num_nodes=num_nodes))
+    g.ndata["feat"] = torch.randn(num_nodes, 5, generator=gen)
+    g.ndata["label"] = torch.arange(num_nodes) % 3
+    for i, split in enumerate(("train", "val", "test")):
+        g.ndata[f"{split}_mask"] = torch.arange(num_nodes) % 3 == i
+    return g
+
+
+def _model_and_setup(g, num_layers=2, num_parts=2, clusters_per_batch=1):
+    setup = H.build_setup(g, num_parts, clusters_per_batch, num_layers=num_layers)
+    torch.manual_seed(0)
+    model = build_model("gcn", 5, 3, num_layers=num_layers).eval()
+    return model, setup, model_input(model, setup.graph.ndata["feat"])
+
+
+def test_full_forward_is_the_course_gcn():
+    g = _tiny()
+    model, setup, x = _model_and_setup(g)
+    assert torch.allclose(H.full_forward(model, setup.adj, x), model(setup.graph, x), atol=1e-6)
+
+
+def test_push_and_pull_move_the_rows_they_name():
+    history = H.History(6, 4, 2)
+    rows = torch.arange(8.0).view(2, 4).requires_grad_(True)
+    history.push(1, torch.tensor([4, 1]), rows)
+    assert torch.equal(history.pull(1, torch.tensor([1, 4])), rows.detach()[[1, 0]])
+    assert not history.tables[1].requires_grad                      # pushing stores values, not a graph
+    assert torch.equal(history.tables[0], torch.zeros(6, 4))        # the other table is untouched
+    assert history.pushed == 2 and history.pulled == 2
+
+
+@pytest.mark.parametrize("num_layers", [2, 3])
+def test_with_an_exact_history_the_batch_forward_is_the_full_graph_forward(num_layers):
+    g = _tiny()
+    model, setup, x = _model_and_setup(g, num_layers)
+    history = H.History(g.num_nodes(), 16, num_layers - 1)
+    H.refresh(history, model, setup, x)
+    assert H.staleness(history, model, setup, x) == [0.0] * (num_layers - 1)
+    full = model(setup.graph, x)
+    for cluster in setup.clusters:
+        batch = H.make_batch(setup, cluster)
+        assert len(batch.halo) > 0                                  # the bridge crosses the cut
+        gas = H.gcn_forward(model, batch, x, history)
+        assert torch.allclose(gas, full[cluster], atol=1e-6)
+        # dropping the cut edges (Cluster-GCN) changes the bridge's endpoints
+        assert not torch.allclose(H.gcn_forward(model, batch, x, None), full[cluster], atol=1e-4)
+    # a stale history (zeros) gives a different answer at the nodes next to the cut, and staleness 1
+    stale = H.History(g.num_nodes(), 16, num_layers - 1)
+    assert H.staleness(stale, model, setup, x) == [1.0] * (num_layers - 1)
+    batch = H.make_batch(setup, setup.clusters[0])
+    assert not torch.allclose(H.gcn_forward(model, batch, x, stale), full[setup.clusters[0]], atol=1e-4)
+
+
+def test_batch_rows_and_gradients_flow_only_through_the_batch():
+    g = _tiny()
+    model, setup, x = _model_and_setup(g)
+    batch = H.make_batch(setup, setup.clusters[0])
+    assert set(batch.halo.tolist()).isdisjoint(batch.nodes.tolist())
+    neighbours = set(setup.src[torch.isin(setup.dst, batch.nodes)].tolist())
+    assert set(batch.halo.tolist()) == neighbours - set(batch.nodes.tolist())
+    model.train()
+    history = H.History(g.num_nodes(), 16, 1)
+    H.gcn_forward(model, batch, x, history).sum().backward()
+    assert torch.count_nonzero(history.tables[0][batch.nodes].abs().sum(1)) > 0   # pushed
+    assert torch.equal(history.tables[0][batch.halo], torch.zeros(len(batch.halo), 16))
+
+
+def test_too_few_clusters_is_a_clear_error():
+    g = _tiny()
+    with pytest.raises(ValueError, match="num_parts=2 .*clusters_per_batch=3"):
+        H.build_setup(g, num_parts=2, clusters_per_batch=3)
+    with pytest.raises(ValueError, match="Too few clusters for the batch"):
+        H.train(g, "gas", num_parts=2, clusters_per_batch=4, epochs=1)
+    with pytest.raises(ValueError, match="clusters_per_batch=0"):
+        H.check_batching(4, 0)
+    with pytest.raises(ValueError, match="unknown method 'vrgcn'"):
+        H.train(g, "vrgcn")
+
+
+def test_training_repeats_with_a_seed_and_staleness_is_recorded():
+    g = _tiny()
+    a = H.train(g, "gas", seed=3, num_parts=4, clusters_per_batch=2, epochs=6, patience=6)
+    b = H.train(g, "gas", seed=3, num_parts=4, clusters_per_batch=2, epochs=6, patience=6)
+    assert a.to_dict() == b.to_dict() | {"seconds_per_epoch": a.seconds_per_epoch}
+    assert len(a.staleness) == a.epochs_run and all(len(s) == 1 and s[0] >= 0 for s in a.staleness)
+    c = H.train(g, "cluster_gcn", seed=3, num_parts=4, clusters_per_batch=2, epochs=6, patience=6)
+    assert c.staleness == [] and c.steps_per_epoch == 2
+
+
+def test_distributed_history_bytes_are_the_formula():
+    out = run("gnnbook.engine.history:distributed", 2,
+              {"dataset": "cora", "num_parts": 8, "clusters_per_batch": 2, "epochs": 3, "patience": 3},
+              deadline_s=240)
+    assert [o["rank"] for o in out] == [0, 1]
+    assert out[0]["weights_checksum"] == pytest.approx(out[1]["weights_checksum"], rel=1e-6)   # one model
+    assert out[0]["test_acc"] == out[1]["test_acc"]
+    assert out[0]["sent_rows"] == out[1]["received_rows"] > 0 and out[1]["sent_rows"] == out[0]["received_rows"] > 0
+    for o in out:
+        formula = o["epochs_run"] * o["sent_rows"] * o["hidden"] * 4 * o["num_tables"]
+        assert o["history_bytes_formula"] == formula
+        ops = o["summary"]["by_op"]["all_to_all"]
+        assert ops["payload_sent"] == formula                          # what the all-to-all carried
+        assert o["history_wire"][0] == ops["expected_sent"]            # measured = payload + gloo headers
