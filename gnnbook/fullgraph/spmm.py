@@ -9,13 +9,13 @@ parts) and cut into contiguous blocks.  This module implements two of the
 paper's algorithms, forward and backward (the backward product is ``A^T G``,
 run by the same algorithm on the blocks of ``A^T``):
 
-- **1D** (CAGNET's "1D block row" algorithm, the broadcast variant, its
-  Algorithm 1): process ``i`` of ``P`` owns row block ``i`` of ``A`` and of
+- **1D** (CAGNET's 1D block-row algorithm, the variant that broadcasts
+  dense blocks, not the sparsity-aware one that sends only needed rows): process ``i`` of ``P`` owns row block ``i`` of ``A`` and of
   ``H``.  For ``j = 0..P-1`` process ``j`` **broadcasts** its block ``H_j``
   and every process adds ``A_ij H_j``.  Every process receives every other
   block, whatever the sparsity: ``(n - n_i) f`` floats per product, textbook
   ``(P-1)/P n f`` for even blocks; summed over processes ``(P-1) n f``.
-- **2D** (CAGNET's SUMMA, Algorithm 2): ``P = q x q`` processes on a grid;
+- **2D** (CAGNET's 2D algorithm, SUMMA): ``P = q x q`` processes on a grid;
   process ``(r, c)`` owns ``A_rc`` (node block r x node block c) and ``H_rc``
   (node block r x feature block c).  For ``k = 0..q-1`` process ``(r, k)``
   broadcasts ``A_rk`` along grid row ``r``, process ``(k, c)`` broadcasts
@@ -23,7 +23,8 @@ run by the same algorithm on the blocks of ``A^T``):
   ``torch.distributed.new_group``), and ``(r, c)`` adds ``A_rk H_kc``.  Summed
   over processes a product moves ``(q-1) n f`` floats of ``H`` and ``(q-1) nnz``
   entries of ``A`` (12 bytes each here: int32 row, int32 column, float32 value;
-  CAGNET broadcasts ``A`` in every product, as here).  So 2D moves fewer bytes
+  CAGNET broadcasts ``A`` in every product, as here; the block sizes, which a
+  receiver needs, are known in advance: every process loaded the graph).  So 2D moves fewer bytes
   than 1D exactly when ``12 nnz < 4 q n f``: when ``f > 3 nnz / (q n)``
   (:func:`crossover_width`).
 
