@@ -10,8 +10,8 @@ paper's algorithms, forward and backward (the backward product is ``A^T G``,
 run by the same algorithm on the blocks of ``A^T``):
 
 - **1D** (CAGNET's 1D block-row algorithm, the variant that broadcasts
-  dense blocks, not the sparsity-aware one that sends only needed rows): process ``i`` of ``P`` owns row block ``i`` of ``A`` and of
-  ``H``.  For ``j = 0..P-1`` process ``j`` **broadcasts** its block ``H_j``
+  dense blocks, not a sparsity-aware one that sends only the rows needed):
+  process ``i`` of ``P`` owns row block ``i`` of ``A`` and of ``H``.  For ``j = 0..P-1`` process ``j`` **broadcasts** its block ``H_j``
   and every process adds ``A_ij H_j``.  Every process receives every other
   block, whatever the sparsity: ``(n - n_i) f`` floats per product, textbook
   ``(P-1)/P n f`` for even blocks; summed over processes ``(P-1) n f``.
@@ -24,8 +24,8 @@ run by the same algorithm on the blocks of ``A^T``):
   over processes a product moves ``(q-1) n f`` floats of ``H`` and ``(q-1) nnz``
   entries of ``A`` (12 bytes each here: int32 row, int32 column, float32 value;
   CAGNET broadcasts ``A`` in every product, as here; the block sizes, which a
-  receiver needs, are known in advance: every process loaded the graph).  So 2D moves fewer bytes
-  than 1D exactly when ``12 nnz < 4 q n f``: when ``f > 3 nnz / (q n)``
+  receiver needs, are known in advance: every process loaded the graph).  So
+  2D moves fewer bytes than 1D exactly when ``12 nnz < 4 q n f``: when ``f > 3 nnz / (q n)``
   (:func:`crossover_width`).
 
 Byte formulas (payload, float32): :func:`bytes_1d` and :func:`bytes_2d` give what every
