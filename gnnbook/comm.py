@@ -250,8 +250,10 @@ class Comm:
         self._blocking("reduce_scatter", lambda: dist.reduce_scatter_tensor(out, full, op=op, group=self.group))
 
     def broadcast(self, t: torch.Tensor, src: int) -> None:
-        """Formula: gloo's binomial tree -- the tensor once into every rank but the root."""
-        volume = gloo_bytes.broadcast(nbytes(t), self.world_size, self.rank, src)
+        """Formula: gloo's binomial tree -- the tensor once into every rank but the root.
+        ``src`` is a global rank, as in ``torch.distributed.broadcast``, also on a subgroup."""
+        root = src if self.group is None else dist.get_group_rank(self.group, src)
+        volume = gloo_bytes.broadcast(nbytes(t), self.world_size, self.rank, root)
         self._count("broadcast", volume.sent, volume.received, volume)
         self._blocking("broadcast", lambda: dist.broadcast(t, src, group=self.group))
 
