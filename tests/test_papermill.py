@@ -19,6 +19,7 @@ ALTERNATIVES = [
     ("chapters/05e_sampler_accuracy.ipynb", {"dataset": "citeseer"}),
     ("chapters/05f_distributed_cache.ipynb", {"dataset": "citeseer"}),
     ("chapters/06a_fullgraph_parallelism.ipynb", {"dataset": "citeseer", "num_parts": 4}),
+    ("chapters/06c_sync_and_async_protocols.ipynb", {"dataset": "citeseer"}),
     ("chapters/07_gnn_systems.ipynb", {"dataset": "citeseer"}),
     ("chapters/08_dgl_practice.ipynb", {"dataset": "citeseer"}),
     ("labs/lab05_feature_cache.ipynb", {"dataset": "citeseer"}),
