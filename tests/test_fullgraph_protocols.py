@@ -106,3 +106,32 @@ def test_bad_input_is_named():
         run_protocol("cora", "sync", num_parts=1)
     with pytest.raises(ValueError, match="unknown mode 'async'"):
         run_stale("cora", "async")
+
+
+@pytest.mark.timeout(300)
+def test_sancus_bound_zero_is_synchronous_and_skips_stay_within_the_bound():
+    from gnnbook.gloo_bytes import all_reduce
+
+    configs = [dict(protocol="sync"), dict(protocol="sancus", bound=0), dict(protocol="sancus", threshold=10.0, bound=2)]
+    jobs = [("gnnbook.fullgraph.protocols:train", dict(dataset="cora", epochs=8, hidden=HIDDEN, eval_every=8, lr=0.05,
+                                                        **c)) for c in configs]
+    sync, never, skipping = run_sequence(jobs, 2, deadline_s=240)
+    if torch.equal(sync[0]["assignment"], never[0]["assignment"]):
+        assert never[0]["losses"] == sync[0]["losses"]
+    assert max(abs(a - b) for a, b in zip(never[0]["losses"], sync[0]["losses"])) < 1e-6
+    assert max(max(o["sancus_skips"]) for o in skipping) == 2     # a huge threshold: only the bound forces a send
+    assert sum(sum(o["rows_sent"]) for o in skipping) < sum(sum(o["rows_sent"]) for o in sync)
+    for out in (never, skipping):
+        for e in range(8):
+            rows = [o["rows_sent"][e] for o in out]
+            for r, o in enumerate(out):
+                flags = all_reduce(16, 8, 2, r).wire_sent                   # the send/skip decisions, 2 x int64
+                payload = (rows[r] + rows[1 - r]) * HIDDEN * 4
+                assert o["exchange_wire_sent"][e] == payload + 4 * 3 * PREAMBLE_BYTES + 2 * flags
+
+
+def test_sancus_bad_input_is_named():
+    with pytest.raises(ValueError, match="threshold must be >= 0"):
+        run_protocol("cora", "sancus", threshold=-0.1)
+    with pytest.raises(ValueError, match="staleness bound must be an integer >= 0"):
+        run_protocol("cora", "sancus", bound=-1)

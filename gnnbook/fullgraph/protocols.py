@@ -21,7 +21,9 @@ exchanges (``protocol``):
   epoch keeps every boundary (halo) vertex with probability ``p``, the same
   draw on every process (a generator seeded by the epoch, so no ids travel);
   dropped halo vertices send nothing, kept ones are weighted ``1 / p`` so the
-  aggregate stays unbiased.  ``p = 1`` is the synchronous exchange.
+  aggregate stays unbiased.  ``p = 1`` is the synchronous exchange;
+- ``"sancus"``: skip a broadcast whose rows changed little, within a staleness
+  bound (Sancus, Peng et al., VLDB 2022; :mod:`gnnbook.fullgraph.sancus`).
 
 Payload per epoch, summed over processes: ``2 x layers x rows x H x 4`` bytes
 (rows forward, their gradients back), where ``rows`` is what the epoch
@@ -48,7 +50,7 @@ import torch.nn.functional as F
 
 from gnnbook.fullgraph.subgraph import HaloExchange, LocalGraph, _load, _shared_assignment, local_graph
 
-PROTOCOLS = ("sync", "preagg", "cdr", "bns")
+PROTOCOLS = ("sync", "preagg", "cdr", "bns", "sancus")
 
 
 def check_options(protocol: str, r: int = 1, p: float = 1.0) -> None:
@@ -227,7 +229,7 @@ def gcn_forward(w: dict[str, torch.Tensor], x: torch.Tensor, aggregate, epoch: i
 
 def train(dataset: str = "cora", protocol: str = "sync", partitioner: str = "metis", epochs: int = 100,
           r: int = 1, p: float = 1.0, eval_every: int = 10, hidden: int = 16, lr: float = 0.01,
-          weight_decay: float = 5e-4, seed: int = 0) -> dict[str, Any]:
+          weight_decay: float = 5e-4, seed: int = 0, threshold: float = 0.0, bound: int = 0) -> dict[str, Any]:
     """Run in each of K processes: GCN training with ``protocol``'s exchange.  Returns the
     per-epoch global losses, forward rows sent, measured exchange bytes and seconds; the
     validation curve; the test accuracy at the best validation accuracy."""
@@ -240,7 +242,12 @@ def train(dataset: str = "cora", protocol: str = "sync", partitioner: str = "met
     graph, x, labels, w = _load(dataset, "gcn", hidden, seed)
     assignment = _shared_assignment(graph, partitioner, seed)
     comm = Comm()
-    exchange = Exchange(protocol, graph, assignment, rank, comm, r=r, p=p, seed=seed)
+    if protocol == "sancus":
+        from gnnbook.fullgraph.sancus import SkipExchange
+
+        exchange: Any = SkipExchange(graph, assignment, rank, comm, threshold=threshold, bound=bound)
+    else:
+        exchange = Exchange(protocol, graph, assignment, rank, comm, r=r, p=p, seed=seed)
     evaluate = Exchange("sync", graph, assignment, rank, comm)
     owned = evaluate.part.owned
     masks = {m: graph.ndata[f"{m}_mask"][owned] for m in ("train", "val", "test")}
@@ -287,7 +294,8 @@ def train(dataset: str = "cora", protocol: str = "sync", partitioner: str = "met
                 epoch_s=seconds, curve=curve, best_val=best[0], test_at_best_val=best[1], best_epoch=best[2],
                 final_test=curve[-1][2],
                 all_to_all_calls=summary["by_op"]["all_to_all"]["calls"],
-                assignment=assignment, exchange_seconds=exchange.seconds[0])
+                assignment=assignment, exchange_seconds=exchange.seconds[0],
+                sancus_skips=getattr(exchange, "skip_history", []))
 
 
 def run_protocol(dataset: str = "cora", protocol: str = "sync", num_parts: int = 2, epochs: int = 100,
@@ -297,6 +305,10 @@ def run_protocol(dataset: str = "cora", protocol: str = "sync", num_parts: int =
     from gnnbook.parallel import run
 
     check_options(protocol, r, p)
+    if protocol == "sancus":
+        from gnnbook.fullgraph.sancus import check_sancus
+
+        check_sancus(options.get("threshold", 0.0), options.get("bound", 0))
     if num_parts < 2:
         raise ValueError(f"num_parts must be at least 2 (an exchange needs peers), got {num_parts}")
     args = dict(dataset=dataset, protocol=protocol, epochs=epochs, r=r, p=p, **options)
