@@ -24,6 +24,7 @@ def test_preaggregation_rows_are_the_boundary_targets_and_sum_to_the_full_aggreg
     parts = [preagg_graph(g, a, r) for r in range(k)]
     assert [p.scatter.shape[1] for p in parts] == pairs                  # rows received = boundary pairs
     assert sum(p.partial.shape[0] for p in parts) == sum(pairs) < cut     # fewer rows than cut edges
+    assert sum(pairs) == sum(halo)          # undirected graph: the same (vertex, other part) pairs, read backwards
     # the full aggregate A h, assembled from own edges plus the peers' pre-summed rows
     h = torch.randn(g.num_nodes(), 4, generator=torch.Generator().manual_seed(0))
     src, dst = g.edges()
