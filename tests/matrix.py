@@ -40,6 +40,7 @@ MATRIX: dict[str, tuple[str, ...]] = {
     "chapters/05g_historical_embeddings.ipynb": ("cora", "citeseer"),
     "chapters/06a_fullgraph_parallelism.ipynb": ("cora", "citeseer", "amazon-photo"),
     "chapters/06b_operator_parallelism.ipynb": ("cora", "citeseer", "amazon-photo"),
+    "chapters/06c_sync_and_async_protocols.ipynb": ("cora", "citeseer"),
     "chapters/07_gnn_systems.ipynb": ("cora", "citeseer", "amazon-photo"),
     "chapters/08_dgl_practice.ipynb": SHIPPED,
     "labs/lab05_feature_cache.ipynb": ("cora", "citeseer", "amazon-photo"),

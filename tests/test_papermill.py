@@ -21,6 +21,7 @@ ALTERNATIVES = [
     ("chapters/05g_historical_embeddings.ipynb", {"dataset": "citeseer"}),
     ("chapters/06a_fullgraph_parallelism.ipynb", {"dataset": "citeseer", "num_parts": 4}),
     ("chapters/06b_operator_parallelism.ipynb", {"dataset": "citeseer", "process_counts": [3, 4]}),
+    ("chapters/06c_sync_and_async_protocols.ipynb", {"dataset": "citeseer"}),
     ("chapters/07_gnn_systems.ipynb", {"dataset": "citeseer"}),
     ("chapters/08_dgl_practice.ipynb", {"dataset": "citeseer"}),
     ("labs/lab05_feature_cache.ipynb", {"dataset": "citeseer"}),
