@@ -94,8 +94,9 @@ class SnapshotDataset(IndexDataset):
 
     def __init__(self, series: torch.Tensor, past: int, horizon: int, start: int = 0, stop: int | None = None):
         super().__init__(series, past, horizon, start, stop)
-        windows = IndexDataset.batch(self, torch.arange(len(self)))
-        self.inputs, self.targets = windows[0].clone(), windows[1].clone()
+        first = start + torch.arange(len(self)).reshape(-1, 1)
+        self.inputs = series[first + torch.arange(past)]  # advanced indexing copies: once each
+        self.targets = series[first + past + torch.arange(horizon)]
         self.series = None  # only the copies are kept
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:

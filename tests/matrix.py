@@ -40,6 +40,7 @@ MATRIX: dict[str, tuple[str, ...]] = {
     "chapters/07_gnn_systems.ipynb": ("cora", "citeseer", "amazon-photo"),
     "chapters/08_dgl_practice.ipynb": SHIPPED,
     "labs/lab05_feature_cache.ipynb": ("cora", "citeseer", "amazon-photo"),
+    "labs/lab11_spatiotemporal_index_batching.ipynb": ("los-loop",),  # a traffic series, not a graph dataset
 }
 
 
