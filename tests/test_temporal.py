@@ -1,4 +1,5 @@
 """Index-batching (gnnbook.temporal) and the traffic loader (gnnbook.data.traffic)."""
+import json
 import shutil
 
 import pytest
@@ -106,3 +107,13 @@ def test_distributed_index_batching_equals_one_process():
         assert r["losses"] == pytest.approx(single["losses"], rel=1e-4)
         for p, q in zip(r["params"], single["params"]):
             assert torch.allclose(p, q, atol=1e-5)
+
+
+def test_python_m_gnnbook_datasets_lists_los_loop(capsys):
+    from gnnbook.cli import datasets_markdown, main
+
+    assert main(["datasets", "--json", "--offline"]) == 0
+    rows = {r["dataset"]: r for r in json.loads(capsys.readouterr().out)}
+    assert rows["los-loop"] == {"dataset": "los-loop", "steps": 2016, "nodes": 207, "edges": 1313}
+    assert "cora" in rows
+    assert "| los-loop | `los_loop/los_speed.csv` |" in datasets_markdown()
