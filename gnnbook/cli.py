@@ -37,7 +37,7 @@ def _env(args: argparse.Namespace) -> int:
 
 
 def _datasets(args: argparse.Namespace) -> int:
-    from .data import DATASETS, load_arrays
+    from .data import DATASETS, TRAFFIC_DATASETS, load_arrays, load_traffic
 
     if args.markdown:
         print(datasets_markdown())
@@ -48,8 +48,12 @@ def _datasets(args: argparse.Namespace) -> int:
         rows.append(dict(dataset=name, nodes=a.num_nodes, edges=a.num_edges // 2, features=a.feat.shape[1],
                          classes=int(a.label.max()) + 1,
                          split=f"{a.train_mask.sum()}/{a.val_mask.sum()}/{a.test_mask.sum()}"))
+    traffic = []
+    for name in TRAFFIC_DATASETS:
+        t = load_traffic(name, download=not args.offline)
+        traffic.append(dict(dataset=name, steps=t.num_steps, nodes=t.num_nodes, edges=t.num_edges))
     if args.json:
-        print(json.dumps(rows, indent=2, default=int))
+        print(json.dumps(rows + traffic, indent=2, default=int))
         return 0
     header = f"{'dataset':<18}{'nodes':>8}{'edges':>9}{'features':>10}{'classes':>9}  train/val/test"
     print(header + "\n" + "-" * len(header))
@@ -57,19 +61,24 @@ def _datasets(args: argparse.Namespace) -> int:
         print(f"{r['dataset']:<18}{r['nodes']:>8}{r['edges']:>9}{r['features']:>10}{r['classes']:>9}  {r['split']}")
     print("\nEdges are undirected (each is stored in both directions). Synthetic graphs, no files "
           "needed: powerlaw, sbm.")
+    header = f"\n{'traffic series':<18}{'steps':>8}{'nodes':>8}{'edges':>9}  (gnnbook.data.load_traffic)"
+    print(header + "\n" + "-" * (len(header) - 1))
+    for r in traffic:
+        print(f"{r['dataset']:<18}{r['steps']:>8}{r['nodes']:>8}{r['edges']:>9}")
     return 0
 
 
 def datasets_markdown() -> str:
     """The dataset table of ``data/README.md``, generated from the registry."""
-    from .data import DATASETS
+    from .data import DATASETS, TRAFFIC_DATASETS
 
+    every = {**DATASETS, **TRAFFIC_DATASETS}
     lines = ["| dataset | raw file | SHA-256 | pinned URL |", "|---|---|---|---|"]
-    for name, spec in DATASETS.items():
+    for name, spec in every.items():
         for file, digest in spec.files.items():
             lines.append(f"| {name} | `{spec.folder}/{file}` | `{digest}` | {spec.url(file)} |")
     lines += ["", "| dataset | source @ commit | licence | shape |", "|---|---|---|---|"]
-    lines += [f"| {n} | {s.source} | {s.licence} | {s.shape} |" for n, s in DATASETS.items()]
+    lines += [f"| {n} | {s.source} | {s.licence} | {s.shape} |" for n, s in every.items()]
     return "\n".join(lines)
 
 

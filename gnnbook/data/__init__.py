@@ -16,18 +16,23 @@ from typing import Any
 from .arrays import GraphArrays
 from .files import DatasetError, cache_dir, raw_files
 from .formats import parse_graphdata_npz, parse_planetoid
-from .registry import DATASETS, DatasetSpec
+from .registry import DATASETS, TRAFFIC_DATASETS, DatasetSpec
 from .synthetic import KINDS as SYNTHETIC_KINDS
 from .synthetic import synthetic_arrays
+from .traffic import TrafficData, load_traffic, traffic_names
 
 __all__ = [
     "DATASETS",
     "DatasetError",
     "GraphArrays",
+    "TRAFFIC_DATASETS",
+    "TrafficData",
     "dataset_names",
     "load_arrays",
     "load_dataset",
+    "load_traffic",
     "synthetic_arrays",
+    "traffic_names",
 ]
 
 _PARSERS = {"planetoid": parse_planetoid, "graphdata-npz": parse_graphdata_npz}

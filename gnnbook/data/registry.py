@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 PLANETOID_COMMIT = "af6abf468a772cc055bec88c52e4d6f51b7c37e3"
 GRAPHDATA_COMMIT = "f8022c26b917346f2a461ffec0ec5ae24b36de68"
+TGCN_COMMIT = "219a2346f5bf68d54d91a948e7a41a08f9edc46b"
 
 
 @dataclass(frozen=True)
@@ -21,7 +22,7 @@ class DatasetSpec:
 
     name: str
     folder: str  # sub-folder of a data directory holding the raw files
-    format: str  # "planetoid" or "graphdata-npz"
+    format: str  # "planetoid", "graphdata-npz" or "traffic-csv"
     url_template: str  # ``{file}`` is replaced by each raw file name
     source: str
     licence: str
@@ -109,4 +110,24 @@ DATASETS: dict[str, DatasetSpec] = {
             "18333 nodes, 81894 undirected edges, 6805 features, 15 classes",
         ),
     ]
+}
+
+
+# Spatio-temporal traffic series (``gnnbook.data.load_traffic``): kept apart from
+# DATASETS, whose entries are node-classification graphs (``load_dataset``).
+TRAFFIC_DATASETS: dict[str, DatasetSpec] = {
+    "los-loop": DatasetSpec(
+        name="los-loop",
+        folder="los_loop",
+        format="traffic-csv",
+        url_template=f"https://github.com/lehaifeng/T-GCN/raw/{TGCN_COMMIT}/T-GCN/T-GCN-PyTorch/data/{{file}}",
+        source=f"lehaifeng/T-GCN @ {TGCN_COMMIT[:12]}, T-GCN/T-GCN-PyTorch/data/",
+        licence="MIT (c) 2021 martinwhl (licence file in that folder)",
+        shape="2016 five-minute steps x 207 loop detectors (speeds 1..70 mph), "
+              "207x207 symmetric weighted adjacency (1313 edges)",
+        files={
+            "los_speed.csv": "7b732d86ae32b2930595becba28aff39dacbfb2197e250fc0332e1744ce2cbf4",
+            "los_adj.csv": "7a6eb41e10677992b5af50f5ab187c6c05c5c3a92cb973950cfddbf857361e76",
+        },
+    ),
 }
