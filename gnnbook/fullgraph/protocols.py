@@ -48,7 +48,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from gnnbook.fullgraph.subgraph import HaloExchange, LocalGraph, _load, _shared_assignment, local_graph
+from gnnbook.fullgraph.subgraph import (HaloExchange, LocalGraph, load_problem, local_graph, shared_assignment,
+                                      sum_gradients_and_loss)
 
 PROTOCOLS = ("sync", "preagg", "cdr", "bns", "sancus")
 
@@ -239,8 +240,8 @@ def train(dataset: str = "cora", protocol: str = "sync", partitioner: str = "met
 
     check_options(protocol, r, p)
     rank = dist.get_rank()
-    graph, x, labels, w = _load(dataset, "gcn", hidden, seed)
-    assignment = _shared_assignment(graph, partitioner, seed)
+    graph, x, labels, w = load_problem(dataset, "gcn", hidden, seed)
+    assignment = shared_assignment(graph, partitioner, seed)
     comm = Comm()
     if protocol == "sancus":
         from gnnbook.fullgraph.sancus import SkipExchange
@@ -269,15 +270,9 @@ def train(dataset: str = "cora", protocol: str = "sync", partitioner: str = "met
             elapsed = time.perf_counter() - start
         with comm.window("gradients"):
             start = time.perf_counter()
-            flat = torch.cat([t.grad.flatten() for t in w.values()] + [loss.detach().view(1)])
-            comm.all_reduce(flat)
-            offset = 0
-            for t in w.values():
-                t.grad.copy_(flat[offset:offset + t.numel()].view_as(t))
-                offset += t.numel()
+            losses.append(sum_gradients_and_loss(w, loss, comm.all_reduce))
             opt.step()
             seconds.append(elapsed + time.perf_counter() - start)
-        losses.append(float(flat[-1]))
         rows.append(exchange.rows_sent)
         wire.append(comm.windows["exchange"][0] - before)
         if (epoch + 1) % eval_every == 0 or epoch == epochs - 1:

@@ -57,7 +57,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
-from gnnbook.fullgraph.subgraph import _load
+from gnnbook.fullgraph.subgraph import load_problem, sum_gradients_and_loss
 
 MODES = ("1d", "2d")
 NNZ_BYTES = 12      # one A entry on the wire: int32 row, int32 column, float32 value
@@ -290,7 +290,7 @@ def product(dataset: str = "cora", mode: str = "1d", width: int = 16, ordering: 
     """Run in each process: ``Z = A_hat H`` for a seeded ``H`` (``n x width``) and the gradient
     ``A_hat^T G`` of ``sum(Z * G)`` for a seeded ``G``; this process's output blocks, where they
     sit in the whole matrix, and the bytes its sockets carried for the forward product alone."""
-    graph, _, _, _ = _load(dataset, "gcn", 16, seed)
+    graph, _, _, _ = load_problem(dataset, "gcn", 16, seed)
     plan, plan_t, order, offsets, comms = plans(graph, mode, ordering, seed)
     gen = torch.Generator().manual_seed(seed + 7)
     h_all = torch.randn(graph.num_nodes(), width, generator=gen)[order]
@@ -316,7 +316,7 @@ def product(dataset: str = "cora", mode: str = "1d", width: int = 16, ordering: 
 
 def product_reference(dataset: str = "cora", width: int = 16, seed: int = 0) -> dict[str, torch.Tensor]:
     """:func:`product` in one process on the whole matrix (dataset order)."""
-    graph, _, _, _ = _load(dataset, "gcn", 16, seed)
+    graph, _, _, _ = load_problem(dataset, "gcn", 16, seed)
     idx, val = normalised_adjacency(graph, torch.arange(graph.num_nodes()))
     a = torch.sparse_coo_tensor(idx, val, (graph.num_nodes(),) * 2).coalesce()
     gen = torch.Generator().manual_seed(seed + 7)
@@ -393,7 +393,7 @@ def train(dataset: str = "cora", mode: str = "1d", ordering: str = "natural", ep
     ``"1d"`` or ``"2d"``.  Returns the per-epoch global losses, bytes measured and modelled per
     epoch, a per-epoch timeline (compute, SpMM and gather communication, gradient all-reduce),
     the final weights and the accuracies; the same initial weights as :func:`subgraph.reference`."""
-    graph, x, labels, w = _load(dataset, "gcn", hidden, seed)
+    graph, x, labels, w = load_problem(dataset, "gcn", hidden, seed)
     plan, plan_t, order, offsets, comms = plans(graph, mode, ordering, seed)
     q, world = plan.q, comms["world"]
     rows = _local_rows(mode, torch.arange(graph.num_nodes()), offsets, q)
@@ -429,16 +429,10 @@ def train(dataset: str = "cora", mode: str = "1d", ordering: str = "natural", ep
             loss.backward()
             forward_backward = time.perf_counter() - start
         start = time.perf_counter()
-        flat = torch.cat([t.grad.flatten() for t in w.values()] + [loss.detach().view(1)])
-        dist.all_reduce(flat)
+        losses.append(sum_gradients_and_loss(w, loss, dist.all_reduce))
         allreduce = time.perf_counter() - start
         start = time.perf_counter()
-        offset = 0
-        for t in w.values():
-            t.grad.copy_(flat[offset:offset + t.numel()].view_as(t))
-            offset += t.numel()
         opt.step()
-        losses.append(float(flat[-1]))
         wire.append(world.windows["epoch"][0] - before[0])
         after = _expected(comms)
         model.append(dict(payload_sent=after[0] - before[1][0], payload_received=after[1] - before[1][1],

@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 
 from gnnbook.fullgraph.protocols import Exchange, gcn_forward
-from gnnbook.fullgraph.subgraph import HaloExchange, LocalGraph, _load, _shared_assignment
+from gnnbook.fullgraph.subgraph import HaloExchange, LocalGraph, load_problem, shared_assignment, sum_gradients_and_loss
 
 MODES = ("sync", "pipe")
 
@@ -133,8 +133,8 @@ def train(dataset: str = "cora", mode: str = "pipe", partitioner: str = "metis",
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
     rank = dist.get_rank()
-    graph, x, labels, w = _load(dataset, "gcn", hidden, seed)
-    assignment = _shared_assignment(graph, partitioner, seed)
+    graph, x, labels, w = load_problem(dataset, "gcn", hidden, seed)
+    assignment = shared_assignment(graph, partitioner, seed)
     comm = Comm()
     evaluate = Exchange("sync", graph, assignment, rank, comm)
     part = evaluate.part
@@ -177,15 +177,9 @@ def train(dataset: str = "cora", mode: str = "pipe", partitioner: str = "metis",
                 pipe.send_gradients()
                 if epoch < record_epochs:
                     grads_sent.append(pipe.halo_leaf[1].grad.clone())
-            flat = torch.cat([t.grad.flatten() for t in w.values()] + [loss.detach().view(1)])
-            comm.all_reduce(flat)
-            offset = 0
-            for t in w.values():
-                t.grad.copy_(flat[offset:offset + t.numel()].view_as(t))
-                offset += t.numel()
+            losses.append(sum_gradients_and_loss(w, loss, comm.all_reduce))
             opt.step()
             epoch_s.append(time.perf_counter() - start)
-            losses.append(float(flat[-1]))
             if (epoch + 1) % eval_every == 0 or epoch == epochs - 1:
                 snapshots[epoch + 1] = {n: t.detach().clone() for n, t in w.items()}
         pipe.wait()                          # the last epoch's messages, before the window closes

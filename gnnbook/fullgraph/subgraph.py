@@ -164,7 +164,8 @@ def halo_bytes_formula(halo_sizes: list[int], hidden: int, layers: int = 2) -> i
     return 2 * layers * sum(halo_sizes) * hidden * 4
 
 
-def _load(dataset: str, model: str, hidden: int, seed: int):
+def load_problem(dataset: str, model: str, hidden: int, seed: int):
+    """The graph (prepared for ``model``), row-normalised features, labels and seeded weights every process starts from."""
     from gnnbook.data import load_dataset
 
     graph = prepare(load_dataset(dataset), model)
@@ -176,7 +177,7 @@ def _load(dataset: str, model: str, hidden: int, seed: int):
     return graph, x, labels, w
 
 
-def _shared_assignment(graph, partitioner: str, seed: int) -> torch.Tensor:
+def shared_assignment(graph, partitioner: str, seed: int) -> torch.Tensor:
     """Rank 0 partitions, every rank receives the same assignment (before any Comm: not counted)."""
     import torch.distributed as dist
 
@@ -192,6 +193,18 @@ def _shared_assignment(graph, partitioner: str, seed: int) -> torch.Tensor:
     return assignment
 
 
+def sum_gradients_and_loss(w: dict[str, torch.Tensor], loss: torch.Tensor, all_reduce) -> float:
+    """Sum every process's weight gradients and loss in one ``all_reduce`` (a Comm's, or
+    ``torch.distributed.all_reduce``); the gradients are written back in place.  Returns the summed loss."""
+    flat = torch.cat([t.grad.flatten() for t in w.values()] + [loss.detach().view(1)])
+    all_reduce(flat)
+    offset = 0
+    for t in w.values():
+        t.grad.copy_(flat[offset:offset + t.numel()].view_as(t))
+        offset += t.numel()
+    return float(flat[-1])
+
+
 def train(dataset: str = "cora", model: str = "gcn", partitioner: str = "metis", epochs: int = 10,
           hidden: int = 16, lr: float = 0.01, weight_decay: float = 5e-4, seed: int = 0) -> dict[str, Any]:
     """Run in each of K processes: full-graph training on this process's part plus its halo.
@@ -202,8 +215,8 @@ def train(dataset: str = "cora", model: str = "gcn", partitioner: str = "metis",
     from gnnbook.comm import Comm
 
     rank = dist.get_rank()
-    graph, x, labels, w = _load(dataset, model, hidden, seed)
-    assignment = _shared_assignment(graph, partitioner, seed)
+    graph, x, labels, w = load_problem(dataset, model, hidden, seed)
+    assignment = shared_assignment(graph, partitioner, seed)
     part = local_graph(graph, assignment, rank, model)
     masks = {name: graph.ndata[f"{name}_mask"][part.owned] for name in ("train", "val", "test")}
     totals = {name: int(graph.ndata[f"{name}_mask"].sum()) for name in masks}
@@ -224,17 +237,11 @@ def train(dataset: str = "cora", model: str = "gcn", partitioner: str = "metis",
             forward_backward = time.perf_counter() - start
         with comm.window("gradients"):
             start = time.perf_counter()
-            flat = torch.cat([t.grad.flatten() for t in w.values()] + [loss.detach().view(1)])
-            comm.all_reduce(flat)
+            losses.append(sum_gradients_and_loss(w, loss, comm.all_reduce))
             allreduce = time.perf_counter() - start
         start = time.perf_counter()
-        offset = 0
-        for t in w.values():
-            t.grad.copy_(flat[offset:offset + t.numel()].view_as(t))
-            offset += t.numel()
         opt.step()
         step = time.perf_counter() - start
-        losses.append(float(flat[-1]))
         halo_bytes.append(comm.windows["halo"][0] - before[0])
         grad_bytes.append(comm.windows["gradients"][0] - before[1])
         rows.append(dict(compute_s=forward_backward - seconds[0] + step, halo_s=seconds[0], allreduce_s=allreduce))
@@ -280,7 +287,7 @@ def reference(dataset: str = "cora", model: str = "gcn", epochs: int = 10, hidde
     ``SAGEConv`` holding the same initial weights."""
     import dgl.nn as dglnn
 
-    graph, x, labels, w = _load(dataset, model, hidden, seed)
+    graph, x, labels, w = load_problem(dataset, model, hidden, seed)
     classes = w["b2"].numel()
     if model == "gcn":
         layers = torch.nn.ModuleList([dglnn.GraphConv(x.shape[1], hidden), dglnn.GraphConv(hidden, classes)])
@@ -324,7 +331,7 @@ EXCHANGE_REFERENCES = ("gnnbook.fullgraph.subgraph:HaloExchange.forward",
 
 
 def _layer_problem(dataset: str, hidden: int, seed: int):
-    graph, x, _, w = _load(dataset, "gcn", hidden, seed)
+    graph, x, _, w = load_problem(dataset, "gcn", hidden, seed)
     target = torch.randn(graph.num_nodes(), hidden, generator=torch.Generator().manual_seed(seed + 1))
     return graph, x, w["W1"], target
 
@@ -344,7 +351,7 @@ def check_exchange(impl: str, dataset: str = "cora", partitioner: str = "metis",
 
     exchange = load_function(impl)
     graph, x, w1, target = _layer_problem(dataset, hidden, seed)
-    part = local_graph(graph, _shared_assignment(graph, partitioner, seed), dist.get_rank(), "gcn")
+    part = local_graph(graph, shared_assignment(graph, partitioner, seed), dist.get_rank(), "gcn")
     weight = w1.clone().requires_grad_(True)
     comm = Comm()
     with reference_forbidden(EXCHANGE_REFERENCES, hint="write the all_to_all_single calls yourself"):
