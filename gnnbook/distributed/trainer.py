@@ -24,8 +24,9 @@ trainer it connects to all servers.  Then each trainer
 6. saves a checkpoint after every epoch (``--resume`` continues from it,
    refusing a missing one or one saved by another run, see
    :mod:`~gnnbook.distributed.checkpoint`; every epoch re-seeds from (seed,
-   epoch, rank), so a resumed run repeats the epochs an uninterrupted run
-   would have done, up to server-side sampling);
+   epoch, rank), but a resumed run's minibatch order still differs from an
+   uninterrupted run's: DGL's loader shuffles its previous order in place, and
+   the resumed loader starts from the unshuffled one);
 7. trainer rank 0 writes the JSON result (``--out``).
 
 Node data are ``feat`` / ``label`` in gnnbook's partitions and ``features`` /
