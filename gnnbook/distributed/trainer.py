@@ -202,9 +202,10 @@ def run(part_config: str | Path, config: TrainConfig) -> dict[str, Any]:
     steps_per_epoch = math.ceil(keep / config.batch_size)
     clock, owner_of = StageClock(), book.nid2partid
     for epoch in range(start_epoch, config.epochs):
-        set_seed(config.seed * 1_000_003 + epoch * 1009 + rank)
+        epoch_seed = config.seed * 1_000_003 + epoch * 1009
+        set_seed(epoch_seed + rank)
         if config.repeatable_sampling and _distributed():
-            seed_remote_servers(config.seed * 1_000_003 + epoch * 1009, book.partid, num_parts)
+            seed_remote_servers(epoch_seed, book.partid, num_parts)
         model.train()
         start, steps, loss_sum, step_seconds, mismatched = time.perf_counter(), 0, 0.0, 0.0, 0
         neighbours = [0, 0, 0]  # sampled, on another machine than their sampler, than this trainer
@@ -215,7 +216,7 @@ def run(part_config: str | Path, config: TrainConfig) -> dict[str, Any]:
             step_start = time.perf_counter()
             with clock("sample"):
                 if config.repeatable_sampling:
-                    seed_own_sampling(config.seed * 1_000_003 + epoch * 1009 + rank, steps)
+                    seed_own_sampling(epoch_seed + rank, steps)
                 batch = next(batches, None)
             if batch is None:
                 break
