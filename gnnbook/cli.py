@@ -37,7 +37,7 @@ def _env(args: argparse.Namespace) -> int:
 
 
 def _datasets(args: argparse.Namespace) -> int:
-    from .data import DATASETS, TRAFFIC_DATASETS, load_arrays, load_traffic
+    from .data import DATASETS, RATINGS_DATASETS, TRAFFIC_DATASETS, load_arrays, load_ratings, load_traffic
 
     if args.markdown:
         print(datasets_markdown())
@@ -52,8 +52,12 @@ def _datasets(args: argparse.Namespace) -> int:
     for name in TRAFFIC_DATASETS:
         t = load_traffic(name, download=not args.offline)
         traffic.append(dict(dataset=name, steps=t.num_steps, nodes=t.num_nodes, edges=t.num_edges))
+    ratings = []
+    for name in RATINGS_DATASETS:
+        r = load_ratings(name, download=not args.offline)
+        ratings.append(dict(dataset=name, users=r.num_users, items=r.num_items, ratings=r.num_ratings))
     if args.json:
-        print(json.dumps(rows + traffic, indent=2, default=int))
+        print(json.dumps(rows + traffic + ratings, indent=2, default=int))
         return 0
     header = f"{'dataset':<18}{'nodes':>8}{'edges':>9}{'features':>10}{'classes':>9}  train/val/test"
     print(header + "\n" + "-" * len(header))
@@ -65,14 +69,18 @@ def _datasets(args: argparse.Namespace) -> int:
     print(header + "\n" + "-" * (len(header) - 1))
     for r in traffic:
         print(f"{r['dataset']:<18}{r['steps']:>8}{r['nodes']:>8}{r['edges']:>9}")
+    header = f"\n{'ratings':<18}{'users':>8}{'items':>8}{'ratings':>9}  (gnnbook.data.load_ratings)"
+    print(header + "\n" + "-" * (len(header) - 1))
+    for r in ratings:
+        print(f"{r['dataset']:<18}{r['users']:>8}{r['items']:>8}{r['ratings']:>9}")
     return 0
 
 
 def datasets_markdown() -> str:
     """The dataset table of ``data/README.md``, generated from the registry."""
-    from .data import DATASETS, TRAFFIC_DATASETS
+    from .data import DATASETS, RATINGS_DATASETS, TRAFFIC_DATASETS
 
-    every = {**DATASETS, **TRAFFIC_DATASETS}
+    every = {**DATASETS, **TRAFFIC_DATASETS, **RATINGS_DATASETS}
     lines = ["| dataset | raw file | SHA-256 | pinned URL |", "|---|---|---|---|"]
     for name, spec in every.items():
         for file, digest in spec.files.items():

@@ -46,6 +46,7 @@ MATRIX: dict[str, tuple[str, ...]] = {
     "labs/lab05_feature_cache.ipynb": ("cora", "citeseer", "amazon-photo"),
     "labs/lab05b_historical_embeddings.ipynb": ("cora", "citeseer"),
     "labs/lab06_halo_exchange.ipynb": ("cora", "citeseer", "amazon-photo"),
+    "labs/lab10_recommendation.ipynb": ("ml-latest-small",),  # user-item ratings, not a node-classification graph
     "labs/lab11_spatiotemporal_index_batching.ipynb": ("los-loop",),  # a traffic series, not a graph dataset
 }
 

@@ -27,6 +27,8 @@ ALTERNATIVES = [
     ("labs/lab05_feature_cache.ipynb", {"dataset": "citeseer"}),
     ("labs/lab05b_historical_embeddings.ipynb", {"dataset": "citeseer"}),
     ("labs/lab06_halo_exchange.ipynb", {"dataset": "amazon-photo", "num_parts": 3}),
+    # the only ratings dataset shipped; the other parameter set is narrower and shallower
+    ("labs/lab10_recommendation.ipynb", {"dataset": "ml-latest-small", "dim": 32, "layers": 2}),
     # the only traffic series shipped; the other parameter set is a shorter window and horizon
     ("labs/lab11_spatiotemporal_index_batching.ipynb", {"dataset": "los-loop", "horizon": 3}),
 ]

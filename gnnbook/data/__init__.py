@@ -16,7 +16,8 @@ from typing import Any
 from .arrays import GraphArrays
 from .files import DatasetError, cache_dir, raw_files
 from .formats import parse_graphdata_npz, parse_planetoid
-from .registry import DATASETS, TRAFFIC_DATASETS, DatasetSpec
+from .movielens import Ratings, load_ratings, ratings_names
+from .registry import DATASETS, RATINGS_DATASETS, TRAFFIC_DATASETS, DatasetSpec
 from .synthetic import KINDS as SYNTHETIC_KINDS
 from .synthetic import synthetic_arrays
 from .traffic import TrafficData, load_traffic, traffic_names
@@ -25,12 +26,16 @@ __all__ = [
     "DATASETS",
     "DatasetError",
     "GraphArrays",
+    "RATINGS_DATASETS",
+    "Ratings",
     "TRAFFIC_DATASETS",
     "TrafficData",
     "dataset_names",
     "load_arrays",
     "load_dataset",
+    "load_ratings",
     "load_traffic",
+    "ratings_names",
     "synthetic_arrays",
     "traffic_names",
 ]

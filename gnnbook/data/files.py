@@ -15,6 +15,7 @@ Example:
 """
 from __future__ import annotations
 
+import difflib
 import hashlib
 import os
 import tempfile
@@ -23,6 +24,13 @@ from pathlib import Path
 from .registry import DatasetSpec
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def unknown_name(kind: str, name: str, known: list[str], elsewhere: str = "") -> "DatasetError":
+    """The error for a dataset name no loader knows: the closest known name, all of them, and where else to look."""
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f" Did you mean '{close[0]}'?" if close else ""
+    return DatasetError(f"unknown {kind} '{name}'.{hint} Known: {', '.join(known)}. {elsewhere}".rstrip())
 
 
 class DatasetError(RuntimeError):

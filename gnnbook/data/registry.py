@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 PLANETOID_COMMIT = "af6abf468a772cc055bec88c52e4d6f51b7c37e3"
 GRAPHDATA_COMMIT = "f8022c26b917346f2a461ffec0ec5ae24b36de68"
 TGCN_COMMIT = "219a2346f5bf68d54d91a948e7a41a08f9edc46b"
+MOVIELENS_COMMIT = "fcfcbe277da4255f5f3323df824a41ed8b45542f"
 
 
 @dataclass(frozen=True)
@@ -22,7 +23,7 @@ class DatasetSpec:
 
     name: str
     folder: str  # sub-folder of a data directory holding the raw files
-    format: str  # "planetoid", "graphdata-npz" or "traffic-csv"
+    format: str  # "planetoid", "graphdata-npz", "traffic-csv" or "movielens-csv"
     url_template: str  # ``{file}`` is replaced by each raw file name
     source: str
     licence: str
@@ -128,6 +129,26 @@ TRAFFIC_DATASETS: dict[str, DatasetSpec] = {
         files={
             "los_speed.csv": "7b732d86ae32b2930595becba28aff39dacbfb2197e250fc0332e1744ce2cbf4",
             "los_adj.csv": "7a6eb41e10677992b5af50f5ab187c6c05c5c3a92cb973950cfddbf857361e76",
+        },
+    ),
+}
+
+
+# User-item interactions for recommendation (``gnnbook.data.load_ratings``).
+RATINGS_DATASETS: dict[str, DatasetSpec] = {
+    "ml-latest-small": DatasetSpec(
+        name="ml-latest-small",
+        folder="ml-latest-small",
+        format="movielens-csv",
+        url_template=f"https://github.com/SimplCoder/RecommadationSystems/raw/{MOVIELENS_COMMIT}/ml-latest-small/{{file}}",
+        source=f"SimplCoder/RecommadationSystems @ {MOVIELENS_COMMIT[:12]}, ml-latest-small/ (MovieLens, 2016 release)",
+        licence="GroupLens terms (README.txt, kept beside the data): redistribution under the same terms, "
+                "research and non-commercial use, cite Harper & Konstan, ACM TiiS 2015",
+        shape="100004 ratings (0.5..5 stars) by 671 users of 9066 movies",
+        files={
+            "ratings.csv": "b4239649fbf90ebf405c56c3ae1d929d9e7c86fc1a3a80cbef1c884df593ef73",
+            "movies.csv": "43d1736d3c688eb5b7856473c36d86a1c345676cab256c91720c1f6984d263b5",
+            "README.txt": "e680cf5bcb2a3c9c6f3c7224e5b8d761071e6b3f866e5d038df087fb47559e11",
         },
     ),
 }

@@ -12,14 +12,13 @@ Example:
 """
 from __future__ import annotations
 
-import difflib
 import io
 from dataclasses import dataclass
 
 import numpy as np
 import torch
 
-from .files import DatasetError, raw_files, read_verified
+from .files import DatasetError, raw_files, read_verified, unknown_name
 from .registry import TRAFFIC_DATASETS
 
 
@@ -65,9 +64,7 @@ def load_traffic(name: str, download: bool = True) -> TrafficData:
     key = name.lower().replace("_", "-")
     spec = TRAFFIC_DATASETS.get(key)
     if spec is None:
-        close = difflib.get_close_matches(key, traffic_names(), n=1)
-        hint = f" Did you mean '{close[0]}'?" if close else ""
-        raise DatasetError(f"unknown traffic dataset '{name}'.{hint} Known: {', '.join(traffic_names())}. "
+        raise unknown_name("traffic dataset", name, traffic_names(),
                            "Node-classification graphs load with gnnbook.data.load_dataset.")
     paths = raw_files(spec, download=download)
     speed_text = read_verified(paths["los_speed.csv"], spec.files["los_speed.csv"]).decode()
