@@ -9,7 +9,7 @@ says how many claims were recorded.
     python tests/matrix.py                        # all notebooks x all datasets (make test-matrix)
     python tests/matrix.py --only 04 --datasets citeseer
 
-prints one table, notebook x dataset -> holds / failed and seconds, and exits
+prints one table, notebook x dataset (x the other parameter sets of VARIANTS) -> holds / failed and seconds, and exits
 non-zero when any run failed.  ``tests/test_papermill.py`` runs one
 non-default dataset per notebook of this table on every ``make test``.
 """
@@ -48,6 +48,12 @@ MATRIX: dict[str, tuple[str, ...]] = {
     "labs/lab06_halo_exchange.ipynb": ("cora", "citeseer", "amazon-photo"),
     "labs/lab10_recommendation.ipynb": ("ml-latest-small",),  # user-item ratings, not a node-classification graph
     "labs/lab11_spatiotemporal_index_batching.ipynb": ("los-loop",),  # a traffic series, not a graph dataset
+}
+
+# notebook -> the other parameter sets its parameters cell says it supports, each run with every dataset
+# of MATRIX too (a notebook not named here runs once per dataset, with its defaults)
+VARIANTS: dict[str, tuple[dict, ...]] = {
+    "chapters/06c_sync_and_async_protocols.ipynb": ({}, {"num_parts": 3}, {"num_parts": 4}),
 }
 
 
@@ -96,9 +102,10 @@ def run_notebook(notebook: str, parameters: dict, out_dir: Path, timeout_s: int 
 
 def table(runs: list[Run]) -> str:
     width = max(len(r.notebook) for r in runs)
-    lines = [f"{'notebook':<{width}}  {'dataset':<17} {'result':<7} {'seconds':>7}  detail"]
+    lines = [f"{'notebook':<{width}}  {'dataset':<17} {'other':<14} {'result':<7} {'seconds':>7}  detail"]
     for r in runs:
-        lines.append(f"{r.notebook:<{width}}  {r.dataset:<17} {'holds' if r.holds else 'FAILED':<7} "
+        other = ",".join(f"{k}={v}" for k, v in r.parameters.items() if k != "dataset")
+        lines.append(f"{r.notebook:<{width}}  {r.dataset:<17} {other:<14} {'holds' if r.holds else 'FAILED':<7} "
                      f"{r.seconds:7.0f}  {r.detail}")
     return "\n".join(lines)
 
@@ -117,10 +124,11 @@ def main(argv: list[str] | None = None) -> int:
         for dataset in datasets:
             if args.datasets and dataset not in args.datasets:
                 continue
-            run = run_notebook(notebook, {"dataset": dataset}, out)
-            print(f"{'holds ' if run.holds else 'FAILED'} {run.seconds:6.0f} s  {notebook} {dataset}: {run.detail}",
-                  flush=True)
-            runs.append(run)
+            for variant in VARIANTS.get(notebook, ({},)):
+                run = run_notebook(notebook, {"dataset": dataset, **variant}, out)
+                print(f"{'holds ' if run.holds else 'FAILED'} {run.seconds:6.0f} s  {notebook} {dataset} {variant or ''}: "
+                      f"{run.detail}", flush=True)
+                runs.append(run)
     if not runs:
         print("nothing selected", file=sys.stderr)
         return 2

@@ -7,7 +7,7 @@ import torch
 from gnnbook.data import load_dataset
 from gnnbook.fullgraph.protocols import (boundary_pairs, check_options, exchange_bytes_formula, preagg_graph,
                                          run_protocol)
-from gnnbook.fullgraph.stale import run_stale, staleness
+from gnnbook.fullgraph.stale import run_stale, staleness, time_modes
 from gnnbook.fullgraph.subgraph import prepare
 from gnnbook.gloo_bytes import PREAMBLE_BYTES
 from gnnbook.parallel import run_sequence
@@ -92,6 +92,21 @@ def test_pipegcn_is_exactly_one_epoch_stale_and_bytes_match():
             # measured on the sockets over the run: halo (payload + gloo headers) + gradient all-reduce
             assert o["training_wire_sent"] == o["halo_expected_sent"] + o["all_reduce_expected"]
         assert o["halo_expected_sent"] - o["halo_payload_sent"] == EPOCHS * 4 * 3 * PREAMBLE_BYTES
+
+
+@pytest.mark.timeout(300)
+def test_timing_runs_alternate_and_each_starts_afresh():
+    out = run_sequence([("gnnbook.fullgraph.stale:time_modes", dict(dataset="cora", pairs=2, epochs=4, hidden=HIDDEN))],
+                       2, deadline_s=240)[0]
+    for o in out:
+        assert o["modes"] == ["sync", "pipe", "sync", "pipe", "sync"]
+        assert all(len(e) == 4 for e in o["epoch_s"]) and all(w >= 0 for w in o["wait_s"] + o["allreduce_s"])
+    losses = out[0]["losses"]
+    # every run starts from the same weights: the synchronous runs repeat bit for bit, PipeGCN leaves them at epoch 1
+    assert losses[0] == losses[2] == losses[4] and losses[1] == losses[3]
+    assert losses[1][0] == losses[0][0] and losses[1][1] != losses[0][1]
+    with pytest.raises(ValueError, match="pairs >= 1"):
+        time_modes(pairs=0)                   # checked before any process group is needed
 
 
 def test_bad_input_is_named():

@@ -7,7 +7,7 @@ support; this is the one-alternative-each pass that ``make test`` runs.
 import pytest
 
 from gnnbook.claims import read_claims
-from matrix import MATRIX, ROOT, run_notebook  # tests/ is on sys.path under pytest
+from matrix import MATRIX, ROOT, VARIANTS, run_notebook  # tests/ is on sys.path under pytest
 
 ALTERNATIVES = [
     ("chapters/01_introduction.ipynb", {"dataset": "cora"}),
@@ -21,7 +21,7 @@ ALTERNATIVES = [
     ("chapters/05g_historical_embeddings.ipynb", {"dataset": "citeseer"}),
     ("chapters/06a_fullgraph_parallelism.ipynb", {"dataset": "citeseer", "num_parts": 4}),
     ("chapters/06b_operator_parallelism.ipynb", {"dataset": "citeseer", "process_counts": [3, 4]}),
-    ("chapters/06c_sync_and_async_protocols.ipynb", {"dataset": "citeseer"}),
+    ("chapters/06c_sync_and_async_protocols.ipynb", {"dataset": "citeseer", "num_parts": 3}),
     ("chapters/07_gnn_systems.ipynb", {"dataset": "citeseer"}),
     ("chapters/08_dgl_practice.ipynb", {"dataset": "citeseer"}),
     ("labs/lab05_feature_cache.ipynb", {"dataset": "citeseer"}),
@@ -48,6 +48,9 @@ def test_alternatives_cover_every_dataset_taking_notebook():
     for notebook, parameters in _pairs():
         assert (ROOT / notebook).exists(), notebook
         assert parameters["dataset"] in MATRIX[notebook], f"{notebook} does not support {parameters['dataset']}"
+        others = {k: v for k, v in parameters.items() if k != "dataset"}
+        if notebook in VARIANTS:           # its other parameters are among those the matrix runs
+            assert others in VARIANTS[notebook], f"{notebook}: {others} is not in VARIANTS"
 
 
 @pytest.mark.timeout(1800)

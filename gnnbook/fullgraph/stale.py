@@ -18,8 +18,9 @@ Both send the same rows, so the payload per epoch is the synchronous one,
 are in flight across epoch boundaries, so there is no quiet point inside it).
 With ``record_epochs`` the processes return the layer-1 halo rows they used
 and the rows they sent; :func:`staleness` finds, for every epoch, which epoch's
-rows were used: the staleness **measured**, not assumed.  Accuracy: weights are
-kept every ``eval_every`` epochs and evaluated after training with a
+rows were used: the staleness **measured**, not assumed.  :func:`time_modes` times
+both modes in the same processes, alternating short runs, so that they see the same
+machine.  Accuracy: weights are kept every ``eval_every`` epochs and evaluated after training with a
 synchronous forward; the test accuracy at the best validation accuracy is
 reported.
 
@@ -31,6 +32,7 @@ Example:
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -120,26 +122,58 @@ class _InjectGrad(torch.autograd.Function):
         return grad.index_add(0, index, grad_rows), None, None
 
 
-def train(dataset: str = "cora", mode: str = "pipe", partitioner: str = "metis", epochs: int = 100,
-          eval_every: int = 10, record_epochs: int = 0, hidden: int = 16, lr: float = 0.01,
-          weight_decay: float = 5e-4, seed: int = 0) -> dict[str, Any]:
-    """Run in each of K processes: GCN training, ``mode`` ``"sync"`` or ``"pipe"``.  Returns the
-    global losses, seconds per epoch, the bytes measured over the run, the accuracy at the best
-    validation epoch, and (``record_epochs``) the layer-1 rows used and sent."""
+@dataclass
+class Problem:
+    """What one process trains on: its part, its rows and labels, the initial weights."""
+
+    part: LocalGraph
+    comm: Any
+    evaluate: Exchange
+    x: torch.Tensor
+    y: torch.Tensor
+    masks: dict[str, torch.Tensor]
+    totals: dict[str, int]
+    weights: dict[str, torch.Tensor]
+
+
+def setup(dataset: str, partitioner: str, hidden: int, seed: int) -> Problem:
+    """Run in each of K processes: load, partition (rank 0, broadcast) and build this part.
+
+    Example (inside a rank):
+        >>> problem = setup("cora", "metis", hidden=16, seed=0)      # doctest: +SKIP
+        >>> problem.x.shape[0] == len(problem.part.owned)            # doctest: +SKIP
+        True
+    """
     import torch.distributed as dist
 
     from gnnbook.comm import Comm
 
-    if mode not in MODES:
-        raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
-    rank = dist.get_rank()
     graph, x, labels, w = load_problem(dataset, "gcn", hidden, seed)
     assignment = shared_assignment(graph, partitioner, seed)
     comm = Comm()
-    evaluate = Exchange("sync", graph, assignment, rank, comm)
+    evaluate = Exchange("sync", graph, assignment, dist.get_rank(), comm)
     part = evaluate.part
+    masks = {m: graph.ndata[f"{m}_mask"][part.owned] for m in ("train", "val", "test")}
+    totals = {m: int(graph.ndata[f"{m}_mask"].sum()) for m in masks}
+    return Problem(part, comm, evaluate, x[part.owned], labels[part.owned], masks, totals, w)
+
+
+def fit(problem: Problem, mode: str, epochs: int, lr: float = 0.01, weight_decay: float = 5e-4,
+        eval_every: int = 0, record_epochs: int = 0) -> dict[str, Any]:
+    """Train from ``problem``'s initial weights for ``epochs`` epochs with ``mode``'s exchange; every
+    message is waited for before it returns.  Returns the global losses, seconds per epoch, the
+    time spent waiting for the exchange and in the gradient all-reduce, the weights every
+    ``eval_every`` epochs and (``record_epochs``) the layer-1 rows and gradients used and sent.
+
+    Example (inside a rank):
+        >>> out = fit(setup("cora", "metis", 16, 0), "pipe", epochs=5)   # doctest: +SKIP
+        >>> len(out["epoch_s"])                                          # doctest: +SKIP
+        5
+    """
+    part, comm = problem.part, problem.comm
     pipe = PipeExchange(part, comm)
     seconds = [0.0]
+    used, sent, grads_used, grads_sent = [], [], [], []
 
     def blocking(h: torch.Tensor, epoch: int, layer: int) -> torch.Tensor:
         halo = HaloExchange.apply(h, part, comm, seconds)
@@ -154,41 +188,60 @@ def train(dataset: str = "cora", mode: str = "pipe", partitioner: str = "metis",
         return out
 
     aggregate = blocking if mode == "sync" else stale
-    masks = {m: graph.ndata[f"{m}_mask"][part.owned] for m in ("train", "val", "test")}
-    totals = {m: int(graph.ndata[f"{m}_mask"].sum()) for m in masks}
-    x_own, y_own = x[part.owned], labels[part.owned]
-    w = {name: t.requires_grad_(True) for name, t in w.items()}
+    masks, totals, x_own, y_own = problem.masks, problem.totals, problem.x, problem.y
+    w = {name: t.detach().clone().requires_grad_(True) for name, t in problem.weights.items()}
     opt = torch.optim.Adam(w.values(), lr=lr, weight_decay=weight_decay)
-    losses, epoch_s, snapshots, used, sent, grads_used, grads_sent = [], [], {}, [], [], [], []
-    with comm.window("training"):
-        for epoch in range(epochs):
-            start = time.perf_counter()
-            if mode == "pipe":
-                pipe.begin_epoch()
-                if epoch < record_epochs:
-                    grads_used.append(pipe.grad_in[1].clone() if 1 in pipe.grad_in else None)
-            opt.zero_grad()
+    losses, epoch_s, snapshots, reduce_s = [], [], {}, 0.0
+    for epoch in range(epochs):
+        start = time.perf_counter()
+        if mode == "pipe":
+            pipe.begin_epoch()
             if epoch < record_epochs:
-                sent.append((x_own @ w["W1"]).detach()[part.send_index].clone())
-            logits = gcn_forward(w, x_own, aggregate, epoch)
-            loss = F.cross_entropy(logits[masks["train"]], y_own[masks["train"]], reduction="sum") / totals["train"]
-            loss.backward()
-            if mode == "pipe":
-                pipe.send_gradients()
-                if epoch < record_epochs:
-                    grads_sent.append(pipe.halo_leaf[1].grad.clone())
-            losses.append(sum_gradients_and_loss(w, loss, comm.all_reduce))
-            opt.step()
-            epoch_s.append(time.perf_counter() - start)
-            if (epoch + 1) % eval_every == 0 or epoch == epochs - 1:
-                snapshots[epoch + 1] = {n: t.detach().clone() for n, t in w.items()}
-        pipe.wait()                          # the last epoch's messages, before the window closes
+                grads_used.append(pipe.grad_in[1].clone() if 1 in pipe.grad_in else None)
+        opt.zero_grad()
+        if epoch < record_epochs:
+            sent.append((x_own @ w["W1"]).detach()[part.send_index].clone())
+        logits = gcn_forward(w, x_own, aggregate, epoch)
+        loss = F.cross_entropy(logits[masks["train"]], y_own[masks["train"]], reduction="sum") / totals["train"]
+        loss.backward()
+        if mode == "pipe":
+            pipe.send_gradients()
+            if epoch < record_epochs:
+                grads_sent.append(pipe.halo_leaf[1].grad.clone())
+        reduce_start = time.perf_counter()
+        losses.append(sum_gradients_and_loss(w, loss, comm.all_reduce))
+        reduce_s += time.perf_counter() - reduce_start
+        opt.step()
+        epoch_s.append(time.perf_counter() - start)
+        if eval_every and ((epoch + 1) % eval_every == 0 or epoch == epochs - 1):
+            snapshots[epoch + 1] = {n: t.detach().clone() for n, t in w.items()}
+    pipe.wait()                          # the last epoch's messages
+    return dict(losses=losses, epoch_s=epoch_s, snapshots=snapshots, wait_s=pipe.waits_s if mode == "pipe" else seconds[0],
+                allreduce_s=reduce_s,
+                used=used, sent=sent, grads_used=grads_used, grads_sent=grads_sent)
+
+
+def train(dataset: str = "cora", mode: str = "pipe", partitioner: str = "metis", epochs: int = 100,
+          eval_every: int = 10, record_epochs: int = 0, hidden: int = 16, lr: float = 0.01,
+          weight_decay: float = 5e-4, seed: int = 0) -> dict[str, Any]:
+    """Run in each of K processes: GCN training, ``mode`` ``"sync"`` or ``"pipe"``.  Returns the
+    global losses, seconds per epoch, the bytes measured over the run, the accuracy at the best
+    validation epoch, and (``record_epochs``) the layer-1 rows used and sent."""
+    import torch.distributed as dist
+
+    if mode not in MODES:
+        raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+    problem = setup(dataset, partitioner, hidden, seed)
+    comm, part = problem.comm, problem.part
+    with comm.window("training"):
+        out = fit(problem, mode, epochs, lr, weight_decay, eval_every, record_epochs)
     summary = comm.summary()
+    masks, totals = problem.masks, problem.totals
     curve, best = [], (-1.0, 0.0, -1)
     with torch.no_grad(), comm.window("evaluate"):
-        for ep, weights in snapshots.items():
-            pred = gcn_forward(weights, x_own, evaluate, ep).argmax(1)
-            correct = torch.tensor([float((pred[masks[m]] == y_own[masks[m]]).sum()) for m in ("val", "test")])
+        for ep, weights in out.pop("snapshots").items():
+            pred = gcn_forward(weights, problem.x, problem.evaluate, ep).argmax(1)
+            correct = torch.tensor([float((pred[masks[m]] == problem.y[masks[m]]).sum()) for m in ("val", "test")])
             dist.all_reduce(correct)
             val, test = float(correct[0]) / totals["val"], float(correct[1]) / totals["test"]
             curve.append((ep, val, test))
@@ -197,14 +250,40 @@ def train(dataset: str = "cora", mode: str = "pipe", partitioner: str = "metis",
     ops = summary["by_op"]
     halo_expected = sum(ops[o]["expected_sent"] for o in ("send", "recv", "all_to_all") if o in ops)
     halo_payload = sum(ops[o]["payload_sent"] for o in ("send", "recv", "all_to_all") if o in ops)
-    return dict(rank=rank, mode=mode, losses=losses, epoch_s=epoch_s, curve=curve, best_val=best[0],
+    return dict(rank=dist.get_rank(), mode=mode, curve=curve, best_val=best[0],
                 test_at_best_val=best[1], best_epoch=best[2], final_test=curve[-1][2],
                 training_wire_sent=comm.windows["training"][0], all_reduce_expected=ops["all_reduce"]["expected_sent"],
                 halo_expected_sent=halo_expected, halo_payload_sent=halo_payload,
                 halo_rows_sent=sum(part.send_counts), halo_rows_received=sum(part.recv_counts),
-                send_counts=part.send_counts, recv_counts=part.recv_counts,
-                wait_s=pipe.waits_s if mode == "pipe" else seconds[0],
-                used=used, sent=sent, grads_used=grads_used, grads_sent=grads_sent)
+                send_counts=part.send_counts, recv_counts=part.recv_counts, **out)
+
+
+def time_modes(dataset: str = "cora", pairs: int = 3, epochs: int = 30, partitioner: str = "metis",
+               hidden: int = 16, lr: float = 0.01, weight_decay: float = 5e-4, seed: int = 0) -> dict[str, Any]:
+    """Run in each of K processes: timing runs of both modes in one process, alternating
+    ``sync, pipe, sync, ..., sync`` (``pairs`` PipeGCN runs, each between two synchronous ones), every
+    run ``epochs`` epochs from the same initial weights.  One setup for all: the runs differ only
+    in their exchange and in when they ran.  Returns ``modes`` and, per run, the seconds of every
+    epoch, the seconds spent waiting for the exchange and those spent in the gradient all-reduce, and the
+    global losses.
+
+    Example:
+        >>> out = run("gnnbook.fullgraph.stale:time_modes", 2, dict(pairs=2, epochs=20))   # doctest: +SKIP
+        >>> out[0]["modes"]                                                               # doctest: +SKIP
+        ['sync', 'pipe', 'sync', 'pipe', 'sync']
+    """
+    import torch.distributed as dist
+
+    if not (isinstance(pairs, int) and pairs >= 1 and epochs >= 2):
+        raise ValueError(f"time_modes needs pairs >= 1 and epochs >= 2, got {pairs!r}, {epochs!r}")
+    problem = setup(dataset, partitioner, hidden, seed)
+    modes = ["sync", "pipe"] * pairs + ["sync"]
+    runs = []
+    for mode in modes:
+        dist.barrier()                   # every run starts together
+        runs.append(fit(problem, mode, epochs, lr, weight_decay))
+    return dict(rank=dist.get_rank(), modes=modes, **{key: [run[key] for run in runs]
+                                                      for key in ("epoch_s", "wait_s", "allreduce_s", "losses")})
 
 
 def staleness(out: list[dict[str, Any]]) -> dict[str, list[int]]:

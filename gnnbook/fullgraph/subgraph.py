@@ -37,6 +37,7 @@ Example:
 """
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -164,8 +165,10 @@ def halo_bytes_formula(halo_sizes: list[int], hidden: int, layers: int = 2) -> i
     return 2 * layers * sum(halo_sizes) * hidden * 4
 
 
-def load_problem(dataset: str, model: str, hidden: int, seed: int):
-    """The graph (prepared for ``model``), row-normalised features, labels and seeded weights every process starts from."""
+@functools.lru_cache(maxsize=2)
+def _prepared(dataset: str, model: str):
+    # kept per process: a launch that runs several jobs one after another (run_sequence) loads once;
+    # nothing here is modified in place by the trainers (each job makes fresh weights)
     from gnnbook.data import load_dataset
 
     graph = prepare(load_dataset(dataset), model)
@@ -173,6 +176,14 @@ def load_problem(dataset: str, model: str, hidden: int, seed: int):
     # row-normalised bag-of-words features (Kipf & Welling's preprocessing): Amazon's raw counts
     # (row sums in the hundreds) push GraphSAGE's self term into dead ReLUs without dropout
     x = x / x.abs().sum(1, keepdim=True).clamp(min=1e-12)
+    return graph, x, labels
+
+
+def load_problem(dataset: str, model: str, hidden: int, seed: int):
+    """The graph (prepared for ``model``), row-normalised features, labels and seeded weights every
+    process starts from.  The graph, features and labels are loaded once per process and shared
+    by later calls: do not modify them in place."""
+    graph, x, labels = _prepared(dataset, model)
     w = init_weights(model, x.shape[1], hidden, int(labels.max()) + 1, seed)
     return graph, x, labels, w
 
