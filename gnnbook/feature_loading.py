@@ -396,36 +396,24 @@ def zero_copy_engine() -> str | None:
 _TRITON_KERNEL = None
 
 
-def _build_triton_kernel():
-    import triton
-    import triton.language as tl
+def _triton_kernel():
+    global _TRITON_KERNEL
+    if _TRITON_KERNEL is None:
+        from .uva_gather import gather_rows
 
-    @triton.jit
-    def gather_rows(src, ids, out, width, BLOCK: tl.constexpr):
-        # one program per gathered row; src may be pinned host memory, read through UVA
-        row = tl.program_id(0)
-        source = tl.load(ids + row).to(tl.int64)
-        for start in range(0, width, BLOCK):
-            cols = start + tl.arange(0, BLOCK)
-            mask = cols < width
-            values = tl.load(src + source * width + cols, mask=mask)
-            tl.store(out + row.to(tl.int64) * width + cols, values, mask=mask)
-
-    return gather_rows
+        _TRITON_KERNEL = gather_rows
+    return _TRITON_KERNEL
 
 
 def triton_gather(features: torch.Tensor, ids: torch.Tensor, out: torch.Tensor | None = None,
                   kernel=None) -> torch.Tensor:
-    """``features[ids]`` computed by a Triton kernel on ``ids``' device; ``features`` may be
-    pinned host memory (zero-copy).  ``kernel``: a kernel from ``_build_triton_kernel`` (tests
-    pass one built for Triton's CPU interpreter)."""
-    global _TRITON_KERNEL
+    """``features[ids]`` computed by the Triton kernel of :mod:`gnnbook.uva_gather` on ``ids``'
+    device; ``features`` may be pinned host memory (zero-copy).  ``kernel``: another build of
+    that kernel (tests pass one made for Triton's CPU interpreter)."""
     _check_ids(features, ids)
     if not features.is_contiguous():
         raise ValueError("the zero-copy kernel reads a row-major table: pass features.contiguous()")
-    if kernel is None:
-        _TRITON_KERNEL = _TRITON_KERNEL or _build_triton_kernel()
-        kernel = _TRITON_KERNEL
+    kernel = kernel or _triton_kernel()
     width = features.shape[1]
     if out is None:
         out = torch.empty(len(ids), width, dtype=features.dtype, device=ids.device)

@@ -47,6 +47,7 @@ MATRIX: dict[str, tuple[str, ...]] = {
     "labs/lab05b_historical_embeddings.ipynb": ("cora", "citeseer"),
     "labs/lab06_halo_exchange.ipynb": ("cora", "citeseer", "amazon-photo"),
     "labs/lab11_spatiotemporal_index_batching.ipynb": ("los-loop",),  # a traffic series, not a graph dataset
+    "labs/lab12_feature_loading.ipynb": ("cora", "citeseer", "amazon-photo"),
 }
 
 
