@@ -300,7 +300,7 @@ _EVICT: torch.Tensor | None = None
 
 def evict_caches(nbytes: int = 64 << 20) -> None:
     """Read and write ``nbytes`` of other memory, so that the feature rows are no longer in the CPU's
-    caches: in training, the model's own work evicts them between two minibatches."""
+    caches (done before each timing): in training, the model's own work evicts them between steps."""
     global _EVICT
     if _EVICT is None or _EVICT.numel() * 4 < nbytes:
         _EVICT = torch.zeros(nbytes // 4)
