@@ -282,14 +282,18 @@ def timings(fn: Callable[[], object], repeats: int, sync: Callable[[], None] | N
     return times
 
 
-def measure_host(features: torch.Tensor, batches: Sequence[torch.Tensor], repeats: int = 7
-                 ) -> dict[str, list[float]]:
+def measure_host(features: torch.Tensor, batches: Sequence[torch.Tensor], repeats: int = 7,
+                 buffers: tuple[torch.Tensor, torch.Tensor] | None = None) -> dict[str, list[float]]:
     """Seconds per minibatch (over ``batches``) of the host part of the pageable and pinned
-    paths, ``repeats`` timings each, the two paths interleaved so that drift hits both."""
-    rows = max(len(b) for b in batches)
-    staging = staging_buffer(rows, features.shape[1], features.dtype, pin=False)
-    bounce = staging_buffer(rows, features.shape[1], features.dtype, pin=False)
-    staging.zero_(), bounce.zero_()   # touch the pages once, as a long-lived buffer would be
+    paths, ``repeats`` timings each, the two paths interleaved so that drift hits both.
+    ``buffers``: the (staging, bounce) buffers to use, made here when not given."""
+    if buffers is None:
+        rows = max(len(b) for b in batches)
+        buffers = (staging_buffer(rows, features.shape[1], features.dtype, pin=False),
+                   staging_buffer(rows, features.shape[1], features.dtype, pin=False))
+        for buffer in buffers:
+            buffer.zero_()   # touch the pages once, as a long-lived buffer would be
+    staging, bounce = buffers
     work = {"pageable": lambda: [pageable_host(features, b, bounce) for b in batches],
             "pinned": lambda: [gather_into(features, b, staging) for b in batches]}
     return _interleaved(work, repeats, len(batches))
@@ -299,12 +303,12 @@ _EVICT: torch.Tensor | None = None
 
 
 def evict_caches(nbytes: int = 64 << 20) -> None:
-    """Read and write ``nbytes`` of other memory, so that the feature rows are no longer in the CPU's
+    """Read ``nbytes`` of other memory, so that the feature rows are no longer in the CPU's
     caches (done before each timing): in training, the model's own work evicts them between steps."""
     global _EVICT
     if _EVICT is None or _EVICT.numel() * 4 < nbytes:
-        _EVICT = torch.zeros(nbytes // 4)
-    _EVICT.add_(1.0)
+        _EVICT = torch.ones(nbytes // 4)
+    _EVICT.sum()   # reads only: no dirty lines left to write back during the timing that follows
 
 
 def _interleaved(work: dict[str, Callable[[], object]], repeats: int, per: int,
@@ -326,7 +330,7 @@ def _interleaved(work: dict[str, Callable[[], object]], repeats: int, per: int,
 
 
 def measure_host_grid(batches_by_size: dict[int, list[torch.Tensor]], widths: Sequence[int], num_rows: int,
-                      repeats: int = 5, rounds: int = 3, seed: int = 0) -> list[dict]:
+                      repeats: int = 4, rounds: int = 4, seed: int = 0) -> list[dict]:
     """The host paths over batch sizes x feature widths: one record per size with the mean rows
     per minibatch, the bytes, and each path's fastest time per minibatch (interference from other
     programs only ever adds time) and its timings.  The grid is swept ``rounds`` times, so a burst
@@ -340,13 +344,19 @@ def measure_host_grid(batches_by_size: dict[int, list[torch.Tensor]], widths: Se
     """
     if not batches_by_size or not widths:
         raise ValueError("measure at least one batch size and one width")
-    generator = torch.Generator().manual_seed(seed)
-    tables = {w: torch.rand(num_rows, w, generator=generator) for w in widths}
+    rows = max(len(b) for batches in batches_by_size.values() for b in batches)
     times: dict[tuple[int, int], dict[str, list[float]]] = {}
     for _ in range(rounds):
-        for size, batches in batches_by_size.items():
-            for w in widths:
-                for path, t in measure_host(tables[w], batches, repeats).items():
+        # Fresh tables and buffers in every round (the same values): on a virtual machine two
+        # allocations of one size can run at different speeds (how the host backs their pages), so
+        # the fastest of several allocations is kept.  Within a round every batch size of a width
+        # shares them, and runs back to back: a slow spell hits them alike.
+        generator = torch.Generator().manual_seed(seed)
+        tables = {w: torch.rand(num_rows, w, generator=generator) for w in widths}
+        buffers = {w: (torch.zeros(rows, w), torch.zeros(rows, w)) for w in widths}
+        for w in widths:
+            for size, batches in batches_by_size.items():
+                for path, t in measure_host(tables[w], batches, repeats, buffers[w]).items():
                     times.setdefault((size, w), {}).setdefault(path, []).extend(t)
     records = []
     for (size, w), by_path in times.items():
