@@ -48,6 +48,7 @@ MATRIX: dict[str, tuple[str, ...]] = {
     "labs/lab06_halo_exchange.ipynb": ("cora", "citeseer", "amazon-photo"),
     "labs/lab10_recommendation.ipynb": ("ml-latest-small",),  # user-item ratings, not a node-classification graph
     "labs/lab11_spatiotemporal_index_batching.ipynb": ("los-loop",),  # a traffic series, not a graph dataset
+    "labs/lab12_feature_loading.ipynb": ("cora", "citeseer", "amazon-photo"),
 }
 
 # notebook -> the other parameter sets its parameters cell says it supports, each run with every dataset

@@ -31,6 +31,8 @@ ALTERNATIVES = [
     ("labs/lab10_recommendation.ipynb", {"dataset": "ml-latest-small", "dim": 32, "layers": 2}),
     # the only traffic series shipped; the other parameter set is a shorter window and horizon
     ("labs/lab11_spatiotemporal_index_batching.ipynb", {"dataset": "los-loop", "horizon": 3}),
+    # unaligned widths (745: Amazon-Photo's own), so the zero-copy rows straddle 128-byte lines
+    ("labs/lab12_feature_loading.ipynb", {"dataset": "citeseer", "widths": [24, 100, 745]}),
 ]
 
 
