@@ -101,8 +101,8 @@ SYSTEMS: list[dict] = [
     _row("DistGNN", "Md et al., DistGNN: Scalable Distributed Training for Large-Scale Graph Neural Networks",
          "SC", 2021, SETTINGS[2], "full-graph", "synchronous, and delayed partial aggregates (cd-r)",
          "shared-memory kernel optimisations; vertex-cut (Libra) partitioning; delayed remote aggregates",
-         "up to 3.7x speed-up on a single CPU socket and up to 97x with 128 CPU sockets over baseline DGL",
-         "abstract (full-batch GraphSAGE on OGB graphs)"),
+         "up to 3.7x speed-up on a single CPU socket and up to 97x with 128 CPU sockets, both over baseline DGL "
+         "on one socket", "abstract (full-batch training on Reddit, OGB-Products, OGB-Papers and Proteins)"),
     _row("ByteGNN", "Zheng et al., ByteGNN: Efficient Graph Neural Network Training at Large Scale",
          "PVLDB 15(6)", 2022, SETTINGS[2], "minibatch", "synchronous",
          "sampling as a DAG of small tasks; two-level scheduling; partitioning tailored to sampling locality",
