@@ -37,7 +37,7 @@ MATRIX: dict[str, tuple[str, ...]] = {
     "chapters/05c_execution_engine.ipynb": ("cora", "citeseer", "amazon-photo"),
     "chapters/05e_sampler_accuracy.ipynb": ("cora", "citeseer"),
     "chapters/05f_distributed_cache.ipynb": ("cora", "citeseer"),
-    "chapters/05g_historical_embeddings.ipynb": ("cora", "citeseer"),
+    "chapters/05g_historical_embeddings.ipynb": ("cora", "citeseer", "amazon-photo"),
     "chapters/06a_fullgraph_parallelism.ipynb": ("cora", "citeseer", "amazon-photo"),
     "chapters/06b_operator_parallelism.ipynb": ("cora", "citeseer", "amazon-photo"),
     "chapters/06c_sync_and_async_protocols.ipynb": ("cora", "citeseer"),

@@ -118,3 +118,34 @@ def test_distributed_history_bytes_are_the_formula():
         ops = o["summary"]["by_op"]["all_to_all"]
         assert ops["payload_sent"] == formula                          # what the all-to-all carried
         assert o["history_wire"][0] == ops["expected_sent"]            # measured = payload + gloo headers
+
+
+def test_refresh_on_eval_fills_the_history_before_the_first_step():
+    g = _tiny()
+    first_pull = []
+
+    class Recording(H.History):
+        def pull(self, layer, nodes):
+            if not first_pull:
+                first_pull.append(self.tables[layer][nodes].clone())
+            return super().pull(layer, nodes)
+
+    for refresh in (False, True):
+        first_pull.clear()
+        H.train(g, "gas", seed=0, num_parts=2, clusters_per_batch=1, epochs=1, patience=1,
+                history_cls=Recording, refresh_on_eval=refresh)
+        # the first batch's halo has not been computed by any step yet: zeros, unless the history was filled
+        assert bool(first_pull[0].abs().sum() > 0) == refresh
+
+
+def test_minibatch_lr_changes_only_the_minibatch_methods():
+    g = _tiny()
+    options = dict(num_parts=4, clusters_per_batch=2, epochs=4, patience=4)   # GAS: staleness per epoch, floats
+    base = {r.method: r for r in H.compare(g, [0], **options)}
+    same = {r.method: r for r in H.compare(g, [0], minibatch_lr=0.01, **options)}   # 0.01: the course's lr
+    other = {r.method: r for r in H.compare(g, [0], minibatch_lr=0.5, **options)}
+    strip = lambda r: {k: v for k, v in r.to_dict().items() if k != "seconds_per_epoch"}  # noqa: E731
+    for method in H.METHODS:
+        assert strip(same[method]) == strip(base[method])
+    assert strip(other["full"]) == strip(base["full"])
+    assert strip(other["gas"]) != strip(base["gas"])
