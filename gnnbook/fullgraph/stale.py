@@ -7,9 +7,10 @@ training (:mod:`gnnbook.fullgraph.subgraph`) behind computation: in epoch
 computed in epoch ``t - 1``.  So the exchange that epoch ``t`` starts (its own
 rows forward, its halo gradients back) is only needed in epoch ``t + 1`` and
 travels while epoch ``t`` goes on computing: here with non-blocking
-``isend`` / ``irecv`` (gloo runs them on its own threads), waited for only
-when the next epoch needs the rows.  Epoch 0 exchanges its rows before using
-them (there is nothing older) and has no remote gradient yet.
+``isend`` / ``irecv`` (gloo runs them on its own threads), each group waited
+for only where the next epoch uses it (a layer's rows when that layer
+aggregates, its gradients when backward reaches it).  Epoch 0 exchanges its
+rows before using them (there is nothing older) and has no remote gradient yet.
 
 :func:`train` runs either protocol in the same loop: ``"sync"`` (blocking
 exchange, :class:`~gnnbook.fullgraph.subgraph.HaloExchange`) or ``"pipe"``.
@@ -20,7 +21,8 @@ With ``record_epochs`` the processes return the layer-1 halo rows they used
 and the rows they sent; :func:`staleness` finds, for every epoch, which epoch's
 rows were used: the staleness **measured**, not assumed.  :func:`time_modes` times
 both modes in the same processes, alternating short runs, so that they see the same
-machine.  Accuracy: weights are kept every ``eval_every`` epochs and evaluated after training with a
+machine; with a ``link`` it repeats them with every boundary exchange of both modes taking at
+least that link's wire time (:mod:`gnnbook.emulated_link`, a model of a link).  Accuracy: weights are kept every ``eval_every`` epochs and evaluated after training with a
 synchronous forward; the test accuracy at the best validation accuracy is
 reported.
 
