@@ -7,9 +7,10 @@ training (:mod:`gnnbook.fullgraph.subgraph`) behind computation: in epoch
 computed in epoch ``t - 1``.  So the exchange that epoch ``t`` starts (its own
 rows forward, its halo gradients back) is only needed in epoch ``t + 1`` and
 travels while epoch ``t`` goes on computing: here with non-blocking
-``isend`` / ``irecv`` (gloo runs them on its own threads), waited for only
-when the next epoch needs the rows.  Epoch 0 exchanges its rows before using
-them (there is nothing older) and has no remote gradient yet.
+``isend`` / ``irecv`` (gloo runs them on its own threads), each group waited
+for only where the next epoch uses it (a layer's rows when that layer
+aggregates, its gradients when backward reaches it).  Epoch 0 exchanges its
+rows before using them (there is nothing older) and has no remote gradient yet.
 
 :func:`train` runs either protocol in the same loop: ``"sync"`` (blocking
 exchange, :class:`~gnnbook.fullgraph.subgraph.HaloExchange`) or ``"pipe"``.
@@ -20,7 +21,8 @@ With ``record_epochs`` the processes return the layer-1 halo rows they used
 and the rows they sent; :func:`staleness` finds, for every epoch, which epoch's
 rows were used: the staleness **measured**, not assumed.  :func:`time_modes` times
 both modes in the same processes, alternating short runs, so that they see the same
-machine.  Accuracy: weights are kept every ``eval_every`` epochs and evaluated after training with a
+machine; with a ``link`` it repeats them with every boundary exchange of both modes taking at
+least that link's wire time (:mod:`gnnbook.emulated_link`, a model of a link).  Accuracy: weights are kept every ``eval_every`` epochs and evaluated after training with a
 synchronous forward; the test accuracy at the best validation accuracy is
 reported.
 
@@ -31,6 +33,7 @@ Example:
 """
 from __future__ import annotations
 
+import functools
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +41,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from gnnbook import gloo_bytes
+from gnnbook.emulated_link import EmulatedLink
 from gnnbook.fullgraph.protocols import Exchange, gcn_forward
 from gnnbook.fullgraph.subgraph import HaloExchange, LocalGraph, load_problem, shared_assignment, sum_gradients_and_loss
 
@@ -54,49 +59,62 @@ def _segments(counts: list[int]) -> list[tuple[int, int, int]]:
 
 
 class PipeExchange:
-    """Stale halo rows and gradients for one process, layer by layer."""
+    """Stale halo rows and gradients for one process, layer by layer.  Each group of messages
+    (``("rows", layer)``, ``("grads", layer)``) is waited for only where the next epoch uses it:
+    a layer's rows when that layer aggregates, its gradients when backward reaches it.  With a
+    ``link`` (:class:`gnnbook.emulated_link.EmulatedLink`) a group is not ready before its
+    modelled arrival."""
 
-    def __init__(self, part: LocalGraph, comm):
-        self.part, self.comm = part, comm
+    def __init__(self, part: LocalGraph, comm, link: EmulatedLink | None = None):
+        self.part, self.comm, self.link = part, comm, link
         self.rows: dict[int, torch.Tensor] = {}          # halo rows to use this epoch, per layer
-        self.pending: list[Any] = []                      # handles of the messages in flight
-        self.buffers: list[torch.Tensor] = []             # their send buffers, alive until waited for
+        self.pending: dict[tuple[str, int], tuple[list[Any], torch.Tensor, float]] = {}  # handles, send buffer, arrival
         self.halo_leaf: dict[int, torch.Tensor] = {}
         self.grad_in: dict[int, torch.Tensor] = {}        # gradients of my sent rows, from peers, last epoch
         self.waits_s = 0.0
 
-    def _start(self, send: torch.Tensor, send_counts: list[int], recv: torch.Tensor, recv_counts: list[int]):
-        for peer, a, b in _segments(recv_counts):
-            self.pending.append(self.comm.irecv(recv[a:b], peer))
-        for peer, a, b in _segments(send_counts):
-            self.pending.append(self.comm.isend(send[a:b], peer))
-        self.buffers.append(send)
+    def _start(self, key: tuple[str, int], send: torch.Tensor, send_counts: list[int], recv: torch.Tensor,
+               recv_counts: list[int]) -> None:
+        self.wait(key)                                     # never two groups of one kind in flight
+        posted = time.perf_counter()
+        handles = [self.comm.irecv(recv[a:b], peer) for peer, a, b in _segments(recv_counts)]
+        handles += [self.comm.isend(send[a:b], peer) for peer, a, b in _segments(send_counts)]
+        arrival = 0.0
+        if self.link is not None:
+            arrival = self.link.post(_wire_bytes(recv, recv_counts), posted)
+        self.pending[key] = (handles, send, arrival)       # the send buffer stays alive until waited for
 
-    def wait(self) -> None:
+    def wait(self, key: tuple[str, int] | None = None) -> None:
+        """Wait for one group of messages (``key``) or, without one, for all."""
         start = time.perf_counter()
-        for handle in self.pending:
-            handle.wait()
-        self.pending, self.buffers = [], []
+        for k in ([key] if key is not None else list(self.pending)):
+            if k in self.pending:
+                handles, _, arrival = self.pending.pop(k)
+                for handle in handles:
+                    handle.wait()
+                if self.link is not None:
+                    self.link.wait_until(arrival)
         self.waits_s += time.perf_counter() - start
-
-    def begin_epoch(self) -> None:
-        """Wait for last epoch's messages: their rows and gradients are this epoch's input."""
-        self.wait()
 
     def __call__(self, h: torch.Tensor, epoch: int, layer: int) -> torch.Tensor:
         part = self.part
+        self.wait(("rows", layer))          # last epoch's rows of this layer: needed now, not before
         sent = h.detach()[part.send_index].contiguous()
         fresh = h.new_empty(sum(part.recv_counts), h.shape[1])
-        self._start(sent, part.send_counts, fresh, part.recv_counts)
+        self._start(("rows", layer), sent, part.send_counts, fresh, part.recv_counts)
         if epoch == 0:                      # nothing older: wait for this epoch's rows
-            self.wait()
+            self.wait(("rows", layer))
             self.rows[layer] = fresh.clone()
         halo = self.rows[layer].clone().requires_grad_(True)
         self.halo_leaf[layer] = halo
-        self.rows[layer] = fresh            # filled in by the time next epoch begins
-        if layer in self.grad_in:           # last epoch's gradients of the rows I sent
-            h = _InjectGrad.apply(h, part.send_index, self.grad_in[layer])
+        self.rows[layer] = fresh            # filled in by the time next epoch's layer needs it
+        if layer in self.grad_in:           # last epoch's gradients of the rows I sent, waited for in backward
+            h = _InjectGrad.apply(h, part.send_index, functools.partial(self._gradients, layer))
         return torch.sparse.mm(part.adjacency, torch.cat([h, halo]))
+
+    def _gradients(self, layer: int) -> torch.Tensor:
+        self.wait(("grads", layer))
+        return self.grad_in[layer]
 
     def send_gradients(self) -> None:
         """After backward: each halo row's gradient back to its owner, arriving next epoch."""
@@ -104,22 +122,49 @@ class PipeExchange:
         for layer, halo in self.halo_leaf.items():
             grad = halo.grad if halo.grad is not None else torch.zeros_like(halo)
             back = grad.new_empty(sum(part.send_counts), grad.shape[1])
-            self._start(grad.contiguous(), part.recv_counts, back, part.send_counts)
+            self._start(("grads", layer), grad.contiguous(), part.recv_counts, back, part.send_counts)
             self.grad_in[layer] = back
 
 
+def _wire_bytes(recv: torch.Tensor, counts: list[int]) -> int:
+    # bytes into this process on the wire: the payload, and gloo's headers (2 x 48 B per message, gnnbook.gloo_bytes)
+    row = recv.element_size() * (recv.shape[1] if recv.dim() > 1 else 1)
+    return sum(gloo_bytes.recv(c * row).wire_received for c in counts if c)
+
+
+class _LinkedComm:
+    """``comm`` whose blocking halo exchange (``all_to_all_single``) returns no earlier than the
+    modelled arrival of what it receives; every other call goes straight to ``comm``."""
+
+    def __init__(self, comm, link: EmulatedLink):
+        self.comm, self.link = comm, link
+
+    def all_to_all_single(self, out: torch.Tensor, inp: torch.Tensor, out_splits: list[int], in_splits: list[int]):
+        posted = time.perf_counter()
+        mine = self.comm.rank
+        counts = [c if peer != mine else 0 for peer, c in enumerate(out_splits)]
+        arrival = self.link.post(_wire_bytes(out, counts), posted)
+        self.comm.all_to_all_single(out, inp, out_splits, in_splits)
+        self.link.wait_until(arrival)
+
+    def __getattr__(self, name: str):
+        return getattr(self.comm, name)
+
+
 class _InjectGrad(torch.autograd.Function):
-    """Identity forward; backward adds ``grad_rows`` at ``index`` (stale remote gradients)."""
+    """Identity forward; backward adds ``fetch()`` at ``index`` (stale remote gradients, fetched
+    only when backward gets here)."""
 
     @staticmethod
-    def forward(ctx, h: torch.Tensor, index: torch.Tensor, grad_rows: torch.Tensor) -> torch.Tensor:
-        ctx.save_for_backward(index, grad_rows)
+    def forward(ctx, h: torch.Tensor, index: torch.Tensor, fetch) -> torch.Tensor:
+        ctx.save_for_backward(index)
+        ctx.fetch = fetch
         return h.view_as(h)
 
     @staticmethod
     def backward(ctx, grad: torch.Tensor):
-        index, grad_rows = ctx.saved_tensors
-        return grad.index_add(0, index, grad_rows), None, None
+        (index,) = ctx.saved_tensors
+        return grad.index_add(0, index, ctx.fetch()), None, None
 
 
 @dataclass
@@ -159,11 +204,16 @@ def setup(dataset: str, partitioner: str, hidden: int, seed: int) -> Problem:
 
 
 def fit(problem: Problem, mode: str, epochs: int, lr: float = 0.01, weight_decay: float = 5e-4,
-        eval_every: int = 0, record_epochs: int = 0) -> dict[str, Any]:
+        eval_every: int = 0, record_epochs: int = 0, link: dict[str, float] | None = None) -> dict[str, Any]:
     """Train from ``problem``'s initial weights for ``epochs`` epochs with ``mode``'s exchange; every
     message is waited for before it returns.  Returns the global losses, seconds per epoch, the
     time spent waiting for the exchange and in the gradient all-reduce, the weights every
     ``eval_every`` epochs and (``record_epochs``) the layer-1 rows and gradients used and sent.
+
+    ``link`` (``{"bandwidth": bytes/s, "latency": s}``, both modes alike): every boundary exchange
+    into this process takes at least the wire time of that link (:mod:`gnnbook.emulated_link`, a
+    model); ``link_modeled_s`` / ``link_slept_s`` / ``link_bytes`` are then the modelled wire time
+    of the run's exchanges, the part of it the process waited for, and the bytes modelled.
 
     Example (inside a rank):
         >>> out = fit(setup("cora", "metis", 16, 0), "pipe", epochs=5)   # doctest: +SKIP
@@ -171,7 +221,10 @@ def fit(problem: Problem, mode: str, epochs: int, lr: float = 0.01, weight_decay
         5
     """
     part, comm = problem.part, problem.comm
-    pipe = PipeExchange(part, comm)
+    emulated = EmulatedLink.from_spec(link)
+    if emulated is not None:
+        comm = _LinkedComm(comm, emulated)
+    pipe = PipeExchange(part, comm, emulated)
     seconds = [0.0]
     used, sent, grads_used, grads_sent = [], [], [], []
 
@@ -194,10 +247,6 @@ def fit(problem: Problem, mode: str, epochs: int, lr: float = 0.01, weight_decay
     losses, epoch_s, snapshots, reduce_s = [], [], {}, 0.0
     for epoch in range(epochs):
         start = time.perf_counter()
-        if mode == "pipe":
-            pipe.begin_epoch()
-            if epoch < record_epochs:
-                grads_used.append(pipe.grad_in[1].clone() if 1 in pipe.grad_in else None)
         opt.zero_grad()
         if epoch < record_epochs:
             sent.append((x_own @ w["W1"]).detach()[part.send_index].clone())
@@ -205,6 +254,8 @@ def fit(problem: Problem, mode: str, epochs: int, lr: float = 0.01, weight_decay
         loss = F.cross_entropy(logits[masks["train"]], y_own[masks["train"]], reduction="sum") / totals["train"]
         loss.backward()
         if mode == "pipe":
+            if epoch < record_epochs:       # backward waited for them (they are added there)
+                grads_used.append(pipe.grad_in[1].clone() if 1 in pipe.grad_in else None)
             pipe.send_gradients()
             if epoch < record_epochs:
                 grads_sent.append(pipe.halo_leaf[1].grad.clone())
@@ -216,34 +267,45 @@ def fit(problem: Problem, mode: str, epochs: int, lr: float = 0.01, weight_decay
         if eval_every and ((epoch + 1) % eval_every == 0 or epoch == epochs - 1):
             snapshots[epoch + 1] = {n: t.detach().clone() for n, t in w.items()}
     pipe.wait()                          # the last epoch's messages
+    link_counts = {} if emulated is None else dict(link_modeled_s=emulated.modeled_s, link_slept_s=emulated.slept_s,
+                                                   link_bytes=emulated.bytes, link_exchanges=emulated.exchanges)
     return dict(losses=losses, epoch_s=epoch_s, snapshots=snapshots, wait_s=pipe.waits_s if mode == "pipe" else seconds[0],
-                allreduce_s=reduce_s,
-                used=used, sent=sent, grads_used=grads_used, grads_sent=grads_sent)
+                allreduce_s=reduce_s, used=used, sent=sent, grads_used=grads_used, grads_sent=grads_sent, **link_counts)
+
+
+def accuracy(problem: Problem, weights: dict[str, torch.Tensor], epoch: int = 0) -> tuple[float, float]:
+    """Collective: global validation and test accuracy of ``weights``, a synchronous forward."""
+    import torch.distributed as dist
+
+    masks, totals = problem.masks, problem.totals
+    with torch.no_grad():
+        pred = gcn_forward(weights, problem.x, problem.evaluate, epoch).argmax(1)
+    correct = torch.tensor([float((pred[masks[m]] == problem.y[masks[m]]).sum()) for m in ("val", "test")])
+    dist.all_reduce(correct)
+    return float(correct[0]) / totals["val"], float(correct[1]) / totals["test"]
 
 
 def train(dataset: str = "cora", mode: str = "pipe", partitioner: str = "metis", epochs: int = 100,
           eval_every: int = 10, record_epochs: int = 0, hidden: int = 16, lr: float = 0.01,
-          weight_decay: float = 5e-4, seed: int = 0) -> dict[str, Any]:
+          weight_decay: float = 5e-4, seed: int = 0, link: dict[str, float] | None = None) -> dict[str, Any]:
     """Run in each of K processes: GCN training, ``mode`` ``"sync"`` or ``"pipe"``.  Returns the
     global losses, seconds per epoch, the bytes measured over the run, the accuracy at the best
-    validation epoch, and (``record_epochs``) the layer-1 rows used and sent."""
+    validation epoch, and (``record_epochs``) the layer-1 rows used and sent.  ``link``: an emulated
+    link for the boundary exchange (see :func:`fit`)."""
     import torch.distributed as dist
 
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
+    EmulatedLink.from_spec(link)         # a bad spec fails here, before any training
     problem = setup(dataset, partitioner, hidden, seed)
     comm, part = problem.comm, problem.part
     with comm.window("training"):
-        out = fit(problem, mode, epochs, lr, weight_decay, eval_every, record_epochs)
+        out = fit(problem, mode, epochs, lr, weight_decay, eval_every, record_epochs, link)
     summary = comm.summary()
-    masks, totals = problem.masks, problem.totals
     curve, best = [], (-1.0, 0.0, -1)
     with torch.no_grad(), comm.window("evaluate"):
         for ep, weights in out.pop("snapshots").items():
-            pred = gcn_forward(weights, problem.x, problem.evaluate, ep).argmax(1)
-            correct = torch.tensor([float((pred[masks[m]] == problem.y[masks[m]]).sum()) for m in ("val", "test")])
-            dist.all_reduce(correct)
-            val, test = float(correct[0]) / totals["val"], float(correct[1]) / totals["test"]
+            val, test = accuracy(problem, weights, ep)
             curve.append((ep, val, test))
             if val > best[0]:
                 best = (val, test, ep)
@@ -259,13 +321,18 @@ def train(dataset: str = "cora", mode: str = "pipe", partitioner: str = "metis",
 
 
 def time_modes(dataset: str = "cora", pairs: int = 3, epochs: int = 30, partitioner: str = "metis",
-               hidden: int = 16, lr: float = 0.01, weight_decay: float = 5e-4, seed: int = 0) -> dict[str, Any]:
+               hidden: int = 16, lr: float = 0.01, weight_decay: float = 5e-4, seed: int = 0,
+               link: dict[str, float] | None = None) -> dict[str, Any]:
     """Run in each of K processes: timing runs of both modes in one process, alternating
     ``sync, pipe, sync, ..., sync`` (``pairs`` PipeGCN runs, each between two synchronous ones), every
     run ``epochs`` epochs from the same initial weights.  One setup for all: the runs differ only
     in their exchange and in when they ran.  Returns ``modes`` and, per run, the seconds of every
     epoch, the seconds spent waiting for the exchange and those spent in the gradient all-reduce, and the
-    global losses.
+    global losses and test accuracy after the last epoch.  With a ``link``, the same sequence runs
+    twice in the same processes: first over loopback, then with every boundary exchange (both modes
+    alike) taking at least that emulated link's wire time (:func:`fit`); ``linked`` says which runs
+    had it, and per run ``link_modeled_s`` (the modelled wire time), ``link_slept_s`` (the part of it
+    the process waited for: not hidden) and ``link_bytes`` (0 without the link).
 
     Example:
         >>> out = run("gnnbook.fullgraph.stale:time_modes", 2, dict(pairs=2, epochs=20))   # doctest: +SKIP
@@ -276,14 +343,21 @@ def time_modes(dataset: str = "cora", pairs: int = 3, epochs: int = 30, partitio
 
     if not (isinstance(pairs, int) and pairs >= 1 and epochs >= 2):
         raise ValueError(f"time_modes needs pairs >= 1 and epochs >= 2, got {pairs!r}, {epochs!r}")
+    EmulatedLink.from_spec(link)
     problem = setup(dataset, partitioner, hidden, seed)
     modes = ["sync", "pipe"] * pairs + ["sync"]
+    links = [None] * len(modes) + ([link] * len(modes) if link is not None else [])
+    modes = modes * (len(links) // len(modes))
     runs = []
-    for mode in modes:
+    for mode, spec in zip(modes, links):
         dist.barrier()                   # every run starts together
-        runs.append(fit(problem, mode, epochs, lr, weight_decay))
-    return dict(rank=dist.get_rank(), modes=modes, **{key: [run[key] for run in runs]
-                                                      for key in ("epoch_s", "wait_s", "allreduce_s", "losses")})
+        runs.append(fit(problem, mode, epochs, lr, weight_decay, eval_every=epochs, link=spec))
+        runs[-1]["test_acc"] = accuracy(problem, runs[-1].pop("snapshots")[epochs], epochs)[1]
+    keys = ["epoch_s", "wait_s", "allreduce_s", "losses", "test_acc"]
+    link_keys = ["link_modeled_s", "link_slept_s", "link_bytes"]
+    return dict(rank=dist.get_rank(), modes=modes, linked=[spec is not None for spec in links], link=link,
+                **{key: [run[key] for run in runs] for key in keys},
+                **{key: [run.get(key, 0) for run in runs] for key in link_keys})
 
 
 def staleness(out: list[dict[str, Any]]) -> dict[str, list[int]]:
