@@ -31,7 +31,8 @@ SHIPPED = ("cora", "citeseer", "amazon-photo", "amazon-computers", "coauthor-cs"
 MATRIX: dict[str, tuple[str, ...]] = {
     "chapters/01_introduction.ipynb": SHIPPED,
     "chapters/02_gnn_models.ipynb": ("cora", "citeseer"),
-    "chapters/04_gnn_training.ipynb": SHIPPED,
+    # amazon-computers is refused by its parameters cell (full-graph GraphSAGE at lr 0.01 diverges there)
+    "chapters/04_gnn_training.ipynb": ("cora", "citeseer", "amazon-photo", "coauthor-cs"),
     "chapters/05a_minibatch_training_and_sampling.ipynb": ("cora", "citeseer"),
     "chapters/05b_feature_caching.ipynb": ("cora", "citeseer", "amazon-photo"),
     "chapters/05c_execution_engine.ipynb": ("cora", "citeseer", "amazon-photo"),
