@@ -68,13 +68,13 @@ def leave_together() -> None:
     slower peer still has the barrier's last message unread, and that peer
     then waits forever.  The launcher's store outlives all ranks, so counting
     finished ranks there is safe."""
-    import torch.distributed as dist
-
     world = int(os.environ["WORLD_SIZE"])
     _STORE.add("gnnbook/finished", 1)
     while _STORE.add("gnnbook/finished", 0) < world:
         time.sleep(0.01)
-    dist.destroy_process_group()
+    # No destroy_process_group(): gloo's teardown can wait forever on a connection that a peer, already
+    # gone, has closed (2 hangs in 12 runs of tests/test_algorithms.py's fusion test).  The caller ends
+    # the process at once instead (os._exit), and the kernel closes its sockets.
 
 
 def main(argv: list[str]) -> int:
@@ -101,9 +101,12 @@ def main(argv: list[str]) -> int:
     tmp = Path(result_path + ".tmp")
     torch.save(result, tmp)
     tmp.rename(result_path)
+    faulthandler.cancel_dump_traceback_later()
     if init_dist:
         leave_together()
-    faulthandler.cancel_dump_traceback_later()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)  # skips gloo's teardown at interpreter exit too (see leave_together)
     return 0
 
 
