@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import io
 import json
 import os
 import sys
@@ -62,7 +63,7 @@ def batches(split: InteractionSplit, epoch: int, batch_size: int, seed: int):
         yield users, positives, sample_negatives(users, seen, generator)
 
 
-def _step_loss(table_rows, users, positives, negatives, num_users: int, batch_total: int, l2: float):
+def _step_loss(table_rows, users, positives, negatives, batch_total: int, l2: float):
     """Sum of this process's BPR terms and L2 penalty over the whole batch's size (rows: users, then items)."""
     n = len(users)
     u, p, q = table_rows[:n], table_rows[n:2 * n], table_rows[2 * n:]
@@ -86,7 +87,7 @@ def train_single_mf(split: InteractionSplit, dim: int = 32, epochs: int = 5, bat
         start, total = time.perf_counter(), 0.0
         for users, positives, negatives in batches(split, epoch, batch_size, seed):
             loss = _step_loss(emb(_rows(users, positives, negatives, split.num_users)), users, positives, negatives,
-                              split.num_users, len(users), l2)
+                              len(users), l2)
             optimizer.zero_grad()  # without it DGL's sparse optimizers keep every lookup and apply it again
             loss.backward()
             optimizer.step()
@@ -123,7 +124,7 @@ def _load_verified(path: str | Path, sha256: str) -> dict[str, torch.Tensor]:
     data = Path(path).read_bytes()
     if hashlib.sha256(data).hexdigest() != sha256:
         raise ValueError(f"{path}: SHA-256 does not match the one given; the file was changed after it was written")
-    return torch.load(path, weights_only=True)
+    return torch.load(io.BytesIO(data), weights_only=True)  # parse the bytes that were checked, not a second read
 
 
 def train_sharded_mf(split: InteractionSplit, dim: int = 32, epochs: int = 5, batch_size: int = 4096,
@@ -179,7 +180,7 @@ def _trainer(part_config: str, inputs: dict[str, torch.Tensor], out: Path, dim: 
             rows = to_shuffled[_rows(users[share], positives[share], negatives[share], num_users)]
             remote_rows += int((book.nid2partid(rows) != book.partid).sum())
             rows_total += len(rows)
-            loss = _step_loss(emb(rows), users[share], positives[share], negatives[share], num_users, len(users), l2)
+            loss = _step_loss(emb(rows), users[share], positives[share], negatives[share], len(users), l2)
             optimizer.zero_grad()  # without it DGL's sparse optimizers keep every lookup and apply it again
             loss.backward()
             optimizer.step()
