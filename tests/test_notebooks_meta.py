@@ -29,3 +29,19 @@ def test_notebook_template(path):
     assert "assert " in sources, "claims are asserted in cells"
     if path.parent.name == "labs":
         assert "### BEGIN SOLUTION" in sources and "### END SOLUTION" in sources
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_papermill_sees_every_parameter(path):
+    """papermill silently drops a line it cannot parse (an '=' in the comment, a tuple assignment),
+    so a teacher's `-p name value` would then be 'unknown'; every assigned name must be a parameter."""
+    from papermill.translators import PythonTranslator
+
+    cell = next(c for c in json.loads(path.read_text())["cells"]
+                if "parameters" in c.get("metadata", {}).get("tags", []))
+    source = "".join(cell["source"])
+    assigned = re.findall(r"^([A-Za-z_]\w*)\s*(?::[^=]+)?=(?!=)", source, flags=re.MULTILINE)
+    seen = {p.name for p in PythonTranslator.inspect({"source": source})}
+    missing = [name for name in assigned if name not in seen]
+    assert not missing, f"{path.name}: papermill cannot parse the parameter lines of {missing} " \
+                        "(one name per line; no '=' inside the comment)"
