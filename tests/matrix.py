@@ -118,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--datasets", nargs="*", default=None, help="only these datasets")
     parser.add_argument("--out", default=None, help="keep the executed notebooks and results here")
     args = parser.parse_args(argv)
-    out = Path(args.out) if args.out else Path(tempfile.mkdtemp(prefix="gnnbook-matrix-"))
+    # absolute: each notebook runs in its own folder, where a relative results path would land
+    out = Path(args.out).resolve() if args.out else Path(tempfile.mkdtemp(prefix="gnnbook-matrix-"))
     runs = []
     for notebook, datasets in MATRIX.items():
         if args.only and not any(word in notebook for word in args.only):
