@@ -4,7 +4,9 @@ Part 1, push / pull / hybrid (book 5.2.2, :mod:`gnnbook.engine.pushpull`): full-
 ``L``-layer mean-aggregation GNN on ``K`` real processes (METIS partition).  Printed per ``K`` and mode:
 bytes per epoch measured on the sockets and the best epoch time, each relative to the best of the
 three modes, the remote rows recomputed and the modelled cost.  The epochs of the three modes are
-taken in turn, so the machine's other load falls on all of them alike.
+taken in turn, so the machine's other load falls on all of them alike.  With ``--link-slowdown S`` the
+cost model's link is S times slower and every dependency exchange waits for that link's wire time
+(:mod:`gnnbook.emulated_link`, a model of a link, the same one the plans were made for).
 
 Part 2, P3 vs data parallelism (book 5.2.4, :mod:`gnnbook.engine.p3`): the bytes one minibatch step
 moves, P3 / data parallel, for feature widths F in {16, 128, 1024}.
@@ -12,6 +14,7 @@ moves, P3 / data parallel, for feature widths F in {16, 128, 1024}.
 Run:
     python benchmarks/bench_engine.py                                # amazon-photo, K = 2 and 4, L = 2
     python benchmarks/bench_engine.py --dataset cora --layers 3 --link "100 GbE (RDMA)"
+    python benchmarks/bench_engine.py --link-slowdown 100           # chapter 5c's timed link
 """
 from __future__ import annotations
 
@@ -49,6 +52,8 @@ def main() -> None:
     parser.add_argument("--feature-width", type=int, default=64)
     parser.add_argument("--hidden", type=int, default=16)
     parser.add_argument("--link", default="10 GbE (TCP)", help="the hybrid's cost model link (gnnbook.comm.LINKS)")
+    parser.add_argument("--link-slowdown", type=float, default=None,
+                        help="emulate the link this many times slower in the timed epochs (and plan for it)")
     parser.add_argument("--epochs", type=int, default=8, help="timed epochs per mode, after the measured one")
     parser.add_argument("--p3-widths", type=int, nargs="+", default=[16, 128, 1024])
     parser.add_argument("--batch-size", type=int, default=32)
@@ -63,10 +68,13 @@ def main() -> None:
     for k in args.machines:
         results = run("gnnbook.engine.pushpull:compare", k,
                       {"dataset": args.dataset, "feature_width": args.feature_width, "hidden": args.hidden,
-                       "layers": args.layers, "epochs": 1 + args.epochs, "link": args.link}, deadline_s=900)
+                       "layers": args.layers, "epochs": 1 + args.epochs, "link": args.link,
+                       "link_slowdown": args.link_slowdown or 1.0, "emulate_link": args.link_slowdown is not None},
+                      deadline_s=900)
         rows += pushpull_rows(results, k, args.layers)
     print(f"push / pull / hybrid: {args.dataset}, L={args.layers}, F={args.feature_width}, H={args.hidden}, "
-          f"link {args.link!r}; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
+          f"link {args.link!r}" + (f" x{args.link_slowdown:g} slower, emulated" if args.link_slowdown else "")
+          + f"; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs")
     table = pd.DataFrame(rows)
     print(table.round(3).to_string(index=False))
 

@@ -39,6 +39,10 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 
+import torch
+
+from gnnbook import gloo_bytes
+
 
 @dataclass
 class EmulatedLink:
@@ -113,3 +117,32 @@ class EmulatedLink:
         self.modeled_s = self.slept_s = 0.0
         self.bytes = self.exchanges = 0
         self._free_at = 0.0
+
+
+def wire_bytes(recv: torch.Tensor, counts: list[int]) -> int:
+    """Bytes on the wire into this process for ``counts`` rows of ``recv`` from each peer: the payload
+    and gloo's headers (2 x 48 B per message, :mod:`gnnbook.gloo_bytes`); an empty message sends nothing."""
+    row = recv.element_size() * (recv.shape[1] if recv.dim() > 1 else 1)
+    return sum(gloo_bytes.recv(c * row).wire_received for c in counts if c)
+
+
+class LinkedComm:
+    """``comm`` (:class:`gnnbook.comm.Comm`) whose blocking exchange ``all_to_all_single`` returns no
+    earlier than the modelled arrival, on ``link``, of what this process receives (each peer's message
+    with the sender's two headers; the peers' ready-to-receive notices for this process's own sends are
+    left out, as in :func:`wire_bytes`); every other call goes straight to ``comm``."""
+
+    def __init__(self, comm, link: EmulatedLink):
+        self.comm, self.link = comm, link
+
+    def all_to_all_single(self, out: torch.Tensor, inp: torch.Tensor, out_splits: list[int], in_splits: list[int]):
+        posted = time.perf_counter()
+        mine, row = self.comm.rank, out.element_size() * (out.shape[1] if out.dim() > 1 else 1)
+        # gloo's all-to-all sends one message from every other peer, empty or not, each with its headers
+        nbytes = sum(gloo_bytes.recv(c * row).wire_received for peer, c in enumerate(out_splits) if peer != mine)
+        arrival = self.link.post(nbytes, posted)
+        self.comm.all_to_all_single(out, inp, out_splits, in_splits)
+        self.link.wait_until(arrival)
+
+    def __getattr__(self, name: str):
+        return getattr(self.comm, name)

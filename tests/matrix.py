@@ -55,6 +55,7 @@ MATRIX: dict[str, tuple[str, ...]] = {
 # notebook -> the other parameter sets its parameters cell says it supports, each run with every dataset
 # of MATRIX too (a notebook not named here runs once per dataset, with its defaults)
 VARIANTS: dict[str, tuple[dict, ...]] = {
+    "chapters/05c_execution_engine.ipynb": ({}, {"num_machines": 3}, {"num_machines": 4}),
     "chapters/06c_sync_and_async_protocols.ipynb": ({}, {"num_parts": 3}, {"num_parts": 4}),
 }
 

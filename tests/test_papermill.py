@@ -15,7 +15,7 @@ ALTERNATIVES = [
     ("chapters/04_gnn_training.ipynb", {"dataset": "amazon-photo"}),
     ("chapters/05a_minibatch_training_and_sampling.ipynb", {"dataset": "citeseer"}),
     ("chapters/05b_feature_caching.ipynb", {"dataset": "citeseer"}),
-    ("chapters/05c_execution_engine.ipynb", {"dataset": "amazon-photo"}),
+    ("chapters/05c_execution_engine.ipynb", {"dataset": "citeseer", "num_machines": 3}),
     ("chapters/05e_sampler_accuracy.ipynb", {"dataset": "citeseer"}),
     ("chapters/05f_distributed_cache.ipynb", {"dataset": "citeseer"}),
     ("chapters/05g_historical_embeddings.ipynb", {"dataset": "citeseer"}),

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from gnnbook.engine import pushpull as pp
+from gnnbook.gloo_bytes import PREAMBLE_BYTES
 from gnnbook.parallel import run
 
 COST = {"compute_s_per_row": [2e-6, 2e-6, 2e-6], "link_s_per_byte": 1e-7}   # a mix of push and pull on Cora
@@ -43,6 +44,23 @@ def test_every_mode_equals_one_process_and_its_bytes_are_the_formula(world_size)
     hybrid = runs[2]
     assert any(sum(o["redundant_rows"]) > 0 for o in hybrid)          # this cost model mixes the two
     assert any(0 < o["received_rows"][2] for o in hybrid)
+
+
+def test_an_emulated_link_delays_every_mode_by_the_bytes_it_receives():
+    beta = 2e-7                                                           # 5 MB/s: tens of ms per epoch
+    args = {"layers": 2, "feature_width": 24, "hidden": 8, "epochs": 3, "emulate_link": True,
+            "cost_model": {**COST, "compute_s_per_row": COST["compute_s_per_row"][:2], "link_s_per_byte": beta}}
+    results = run("gnnbook.engine.pushpull:compare", 2, args, deadline_s=240)
+    for mode in pp.MODES:
+        for o in (r[mode] for r in results):
+            received = o["dependency_wire"][1]                            # measured on the sockets, epoch 1
+            # 3 exchanges (2 layers forward, 1 back), one message each way with the one peer: the link
+            # carries all but the peer's ready-to-receive notices for this rank's own 3 messages
+            link_bytes = received - 3 * PREAMBLE_BYTES
+            assert o["link_s_per_epoch"] == pytest.approx(link_bytes * beta, rel=1e-9), (mode, o["rank"])
+            assert min(o["epoch_s"]) >= o["link_s_per_epoch"]             # the receiver slept at least that long
+    with pytest.raises(ValueError, match="link_slowdown must be >= 1"):
+        pp.compare(["push"], link_slowdown=0.5)
 
 
 def test_pull_recomputes_more_with_layers_and_push_moves_layers_times_hidden():

@@ -491,25 +491,39 @@ def _train_epoch(problem, plan, prepared, sends, w, comm, total_train: int, lr: 
 
 def compare(modes: Sequence[str] = MODES, dataset: str = "cora", feature_width: int = 32, hidden: int = 16,
             layers: int = 2, partition_by: str = "metis", epochs: int = 3, link: str | float = "10 GbE (TCP)",
-            cost_model: dict[str, Any] | None = None, lr: float = 0.1, seed: int = 0) -> dict[str, dict[str, Any]]:
+            cost_model: dict[str, Any] | None = None, lr: float = 0.1, seed: int = 0, link_slowdown: float = 1.0,
+            emulate_link: bool = False) -> dict[str, dict[str, Any]]:
     """Run in each rank: plan every mode of ``modes`` under one cost model (``cost_model``, or per-row
-    costs measured here and ``link``), tell the owners what each plan needs, take one measured epoch
-    per mode (bytes on the sockets), then ``epochs - 1`` timed epochs of every mode **in turn** (so the
-    machine's other load falls on all modes alike).  Returns, per mode, this rank's first-epoch logits
-    (own rows) and all-reduced gradients, bytes, redundant rows, epoch times and the modelled cost of
+    costs measured here and ``link``'s seconds per byte times ``link_slowdown``), tell the owners what
+    each plan needs, take one measured epoch per mode (bytes on the sockets), then ``epochs - 1`` timed
+    epochs of every mode **in turn** (so the machine's other load falls on all modes alike).
+
+    ``emulate_link``: every dependency exchange into this process also takes the wire time of the cost
+    model's link (:class:`gnnbook.emulated_link.EmulatedLink`, bandwidth ``1 / link_s_per_byte``, a model
+    of a link), so the epoch times are those of the link the plans were made for.  Its latency is left
+    at 0: every mode makes the same exchanges per epoch (one per layer forward, one per layer above the
+    inputs backward, empty or not), so a latency would add the same to all three.  The gradient
+    all-reduce, the same in every mode, runs on loopback.
+
+    Returns, per mode, this rank's first-epoch logits (own rows) and all-reduced gradients, bytes,
+    redundant rows, epoch times, the emulated link's wire seconds per epoch, and the modelled cost of
     all three modes."""
     from gnnbook.comm import Comm
+    from gnnbook.emulated_link import EmulatedLink, LinkedComm
 
     for mode in modes:
         if mode not in MODES:
             raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
     if epochs < 1:
         raise ValueError(f"epochs must be >= 1, got {epochs}")
+    if not link_slowdown >= 1:
+        raise ValueError(f"link_slowdown must be >= 1 (it lengthens the link's wire time), got {link_slowdown!r}")
     rank, k = dist.get_rank(), dist.get_world_size()
     problem = build(dataset, feature_width, hidden, layers, k, partition_by, seed)
     dist.broadcast(problem.owner, 0)                # every rank uses rank 0's partition
     if cost_model is None:
-        cost_model = {"compute_s_per_row": measure_row_costs(problem, rank), "link_s_per_byte": link_cost(link)}
+        cost_model = {"compute_s_per_row": measure_row_costs(problem, rank),
+                      "link_s_per_byte": link_cost(link) * link_slowdown}
     cost_model = check_cost_model(cost_model, layers)
     plans = {m: choose(problem, rank, m, cost_model) for m in MODES}
     total_train = int(problem.train.sum())
@@ -519,14 +533,18 @@ def compare(modes: Sequence[str] = MODES, dataset: str = "cora", feature_width: 
         runs[mode] = dict(sends=sends, prepared=_prepare(problem, plans[mode], k), comm=Comm(),
                           w=[(a.clone().requires_grad_(True), b.clone().requires_grad_(True)) for a, b in problem.weights])
     quiet = Comm(measure=False)
+    links = {mode: EmulatedLink(1.0 / cost_model["link_s_per_byte"], 0.0) for mode in modes}
     times = {mode: [] for mode in modes}
     first = {}
     for e in range(epochs):
         for mode in modes:
             r = runs[mode]
+            comm = r["comm"] if e == 0 else quiet
+            if emulate_link:
+                comm = LinkedComm(comm, links[mode])
             dist.barrier()
             start = time.perf_counter()
-            out = _train_epoch(problem, plans[mode], r["prepared"], r["sends"], r["w"], r["comm"] if e == 0 else quiet,
+            out = _train_epoch(problem, plans[mode], r["prepared"], r["sends"], r["w"], comm,
                                total_train, lr, measure=e == 0)
             times[mode].append(time.perf_counter() - start)
             if e == 0:
@@ -536,6 +554,7 @@ def compare(modes: Sequence[str] = MODES, dataset: str = "cora", feature_width: 
         plan, summary = plans[mode], runs[mode]["comm"].summary()
         results[mode] = dict(mode=mode, rank=rank, owner=problem.owner, own=plan.own, logits=first[mode][0],
                              grads=first[mode][1], epoch_s=times[mode],
+                             link_s_per_epoch=links[mode].modeled_s / epochs if emulate_link else 0.0,
                              dependency_wire=summary["windows"]["dependencies"],
                              gradient_wire=summary["windows"]["gradients"],
                              formula=formula_bytes(problem, plan), redundant_rows=redundant_rows(plan),

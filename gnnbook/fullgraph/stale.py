@@ -41,8 +41,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from gnnbook import gloo_bytes
-from gnnbook.emulated_link import EmulatedLink
+from gnnbook.emulated_link import EmulatedLink, LinkedComm, wire_bytes
 from gnnbook.fullgraph.protocols import Exchange, gcn_forward
 from gnnbook.fullgraph.subgraph import HaloExchange, LocalGraph, load_problem, shared_assignment, sum_gradients_and_loss
 
@@ -81,7 +80,7 @@ class PipeExchange:
         handles += [self.comm.isend(send[a:b], peer) for peer, a, b in _segments(send_counts)]
         arrival = 0.0
         if self.link is not None:
-            arrival = self.link.post(_wire_bytes(recv, recv_counts), posted)
+            arrival = self.link.post(wire_bytes(recv, recv_counts), posted)
         self.pending[key] = (handles, send, arrival)       # the send buffer stays alive until waited for
 
     def wait(self, key: tuple[str, int] | None = None) -> None:
@@ -124,31 +123,6 @@ class PipeExchange:
             back = grad.new_empty(sum(part.send_counts), grad.shape[1])
             self._start(("grads", layer), grad.contiguous(), part.recv_counts, back, part.send_counts)
             self.grad_in[layer] = back
-
-
-def _wire_bytes(recv: torch.Tensor, counts: list[int]) -> int:
-    # bytes into this process on the wire: the payload, and gloo's headers (2 x 48 B per message, gnnbook.gloo_bytes)
-    row = recv.element_size() * (recv.shape[1] if recv.dim() > 1 else 1)
-    return sum(gloo_bytes.recv(c * row).wire_received for c in counts if c)
-
-
-class _LinkedComm:
-    """``comm`` whose blocking halo exchange (``all_to_all_single``) returns no earlier than the
-    modelled arrival of what it receives; every other call goes straight to ``comm``."""
-
-    def __init__(self, comm, link: EmulatedLink):
-        self.comm, self.link = comm, link
-
-    def all_to_all_single(self, out: torch.Tensor, inp: torch.Tensor, out_splits: list[int], in_splits: list[int]):
-        posted = time.perf_counter()
-        mine = self.comm.rank
-        counts = [c if peer != mine else 0 for peer, c in enumerate(out_splits)]
-        arrival = self.link.post(_wire_bytes(out, counts), posted)
-        self.comm.all_to_all_single(out, inp, out_splits, in_splits)
-        self.link.wait_until(arrival)
-
-    def __getattr__(self, name: str):
-        return getattr(self.comm, name)
 
 
 class _InjectGrad(torch.autograd.Function):
@@ -223,7 +197,7 @@ def fit(problem: Problem, mode: str, epochs: int, lr: float = 0.01, weight_decay
     part, comm = problem.part, problem.comm
     emulated = EmulatedLink.from_spec(link)
     if emulated is not None:
-        comm = _LinkedComm(comm, emulated)
+        comm = LinkedComm(comm, emulated)
     pipe = PipeExchange(part, comm, emulated)
     seconds = [0.0]
     used, sent, grads_used, grads_sent = [], [], [], []
