@@ -6,7 +6,8 @@ from urllib.parse import unquote, urlsplit
 import nbformat
 import pytest
 
-from gnnbook.teaching.course import claims_table, gather_claims, report, run_course
+from gnnbook.teaching.commands import REPO_ROOT as ROOT
+from gnnbook.teaching.course import RUNS_LAST, claims_table, default_notebooks, gather_claims, report, run_course
 from gnnbook.teaching.site import build_site
 
 PARAMETERS = "results_path = None   # papermill: write the claims here\n"
@@ -60,6 +61,11 @@ def test_course_table_has_every_claim_and_a_row_for_a_notebook_without_claims(co
     assert "the sum of 0..9" in table and "NO" in table and "Gauss" in table
     assert (out / "claims.json").exists()
     assert claims_table(rows, markdown=True).count("\n") == len(rows) + 1
+
+
+def test_chapter_9_runs_after_every_other_notebook_it_collects():
+    names = [p.name for p in default_notebooks(ROOT)]
+    assert names[-1] == RUNS_LAST and names[0].startswith("01_") and any(n.startswith("lab") for n in names)
 
 
 def test_a_failing_notebook_gets_a_row_saying_so(tmp_path):

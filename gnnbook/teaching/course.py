@@ -50,9 +50,14 @@ class NotebookRun:
                 for c in self.claims]
 
 
+# chapter 9 collects every other notebook's claims (``out/claims.json``), so it runs after them all
+RUNS_LAST = "09_outlook.ipynb"
+
+
 def default_notebooks(root: Path) -> list[Path]:
-    """Every chapter, then every lab, of the repository at ``root``."""
-    return sorted((root / "chapters").glob("*.ipynb")) + sorted((root / "labs").glob("*.ipynb"))
+    """Every chapter, then every lab, of the repository at ``root``; :data:`RUNS_LAST` at the end."""
+    notebooks = sorted((root / "chapters").glob("*.ipynb")) + sorted((root / "labs").glob("*.ipynb"))
+    return sorted(notebooks, key=lambda p: p.name == RUNS_LAST)      # stable: the others keep their order
 
 
 def run_notebook(path: Path, out: Path, parameters: dict[str, Any] | None = None,
@@ -82,7 +87,8 @@ def run_notebook(path: Path, out: Path, parameters: dict[str, Any] | None = None
 
 
 def run_course(notebooks: list[Path], out: Path, **options: Any) -> list[NotebookRun]:
-    """Run every notebook, one after the other, and write ``out/claims.json`` with all rows."""
+    """Run every notebook, one after the other, and write ``out/claims.json`` with all rows so far after
+    each (so a notebook that reads it, chapter 9, sees those run before it, and not an older run's)."""
     runs = []
     for path in notebooks:
         print(f"running {path} ...", flush=True)
@@ -90,7 +96,7 @@ def run_course(notebooks: list[Path], out: Path, **options: Any) -> list[Noteboo
         status = f"FAILED ({run.error})" if run.error else f"{len(run.claims)} claim(s)"
         print(f"  {run.seconds:.0f} s, {status}", flush=True)
         runs.append(run)
-    write_json_atomic(Path(out) / SUMMARY, [row for run in runs for row in run.rows()])
+        write_json_atomic(Path(out) / SUMMARY, [row for run in runs for row in run.rows()])
     return runs
 
 
