@@ -119,11 +119,12 @@ class EmulatedLink:
         self._free_at = 0.0
 
 
-def wire_bytes(recv: torch.Tensor, counts: list[int]) -> int:
+def wire_bytes(recv: torch.Tensor, counts: list[int], empty_messages: bool = False) -> int:
     """Bytes on the wire into this process for ``counts`` rows of ``recv`` from each peer: the payload
-    and gloo's headers (2 x 48 B per message, :mod:`gnnbook.gloo_bytes`); an empty message sends nothing."""
+    and gloo's headers (2 x 48 B per message, :mod:`gnnbook.gloo_bytes`).  A point-to-point exchange
+    sends no message for an empty count; an all-to-all does (``empty_messages``), headers and all."""
     row = recv.element_size() * (recv.shape[1] if recv.dim() > 1 else 1)
-    return sum(gloo_bytes.recv(c * row).wire_received for c in counts if c)
+    return sum(gloo_bytes.recv(c * row).wire_received for c in counts if c or empty_messages)
 
 
 class LinkedComm:
@@ -137,10 +138,8 @@ class LinkedComm:
 
     def all_to_all_single(self, out: torch.Tensor, inp: torch.Tensor, out_splits: list[int], in_splits: list[int]):
         posted = time.perf_counter()
-        mine, row = self.comm.rank, out.element_size() * (out.shape[1] if out.dim() > 1 else 1)
-        # gloo's all-to-all sends one message from every other peer, empty or not, each with its headers
-        nbytes = sum(gloo_bytes.recv(c * row).wire_received for peer, c in enumerate(out_splits) if peer != mine)
-        arrival = self.link.post(nbytes, posted)
+        from_peers = [c for peer, c in enumerate(out_splits) if peer != self.comm.rank]
+        arrival = self.link.post(wire_bytes(out, from_peers, empty_messages=True), posted)
         self.comm.all_to_all_single(out, inp, out_splits, in_splits)
         self.link.wait_until(arrival)
 
