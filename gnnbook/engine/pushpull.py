@@ -554,7 +554,7 @@ def compare(modes: Sequence[str] = MODES, dataset: str = "cora", feature_width: 
         plan, summary = plans[mode], runs[mode]["comm"].summary()
         results[mode] = dict(mode=mode, rank=rank, owner=problem.owner, own=plan.own, logits=first[mode][0],
                              grads=first[mode][1], epoch_s=times[mode],
-                             link_s_per_epoch=links[mode].modeled_s / epochs if emulate_link else 0.0,
+                             link_s_per_epoch=links[mode].modeled_s / epochs,   # 0 unless emulated: nothing posted
                              dependency_wire=summary["windows"]["dependencies"],
                              gradient_wire=summary["windows"]["gradients"],
                              formula=formula_bytes(problem, plan), redundant_rows=redundant_rows(plan),
