@@ -17,7 +17,7 @@ os.environ.setdefault("DGLBACKEND", "pytorch")
 
 import torch  # noqa: E402
 
-from gnnbook import cache  # noqa: E402
+from gnnbook.ch5_minibatch import caching as cache  # noqa: E402
 from gnnbook.data import load_dataset  # noqa: E402
 
 

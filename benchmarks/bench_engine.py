@@ -1,14 +1,14 @@
 """Benchmark: the execution engine's ways of moving data, as ratios (no time is asserted).
 
-Part 1, push / pull / hybrid (book 5.2.2, :mod:`gnnbook.engine.pushpull`): full-graph training of an
+Part 1, push / pull / hybrid (book 5.2.2, :mod:`gnnbook.ch5_minibatch.pushpull`): full-graph training of an
 ``L``-layer mean-aggregation GNN on ``K`` real processes (METIS partition).  Printed per ``K`` and mode:
 bytes per epoch measured on the sockets and the best epoch time, each relative to the best of the
 three modes, the remote rows recomputed and the modelled cost.  The epochs of the three modes are
 taken in turn, so the machine's other load falls on all of them alike.  With ``--link-slowdown S`` the
 cost model's link is S times slower and every dependency exchange waits for that link's wire time
-(:mod:`gnnbook.emulated_link`, a model of a link, the same one the plans were made for).
+(:mod:`gnnbook.comm.emulated_link`, a model of a link, the same one the plans were made for).
 
-Part 2, P3 vs data parallelism (book 5.2.4, :mod:`gnnbook.engine.p3`): the bytes one minibatch step
+Part 2, P3 vs data parallelism (book 5.2.4, :mod:`gnnbook.ch5_minibatch.p3`): the bytes one minibatch step
 moves, P3 / data parallel, for feature widths F in {16, 128, 1024}.
 
 Run:
@@ -26,8 +26,8 @@ import numpy as np
 
 
 def pushpull_rows(results: list[dict], k: int, layers: int) -> list[dict]:
-    """One row per mode from :func:`gnnbook.engine.pushpull.compare`'s per-rank results."""
-    from gnnbook.engine.pushpull import MODES
+    """One row per mode from :func:`gnnbook.ch5_minibatch.pushpull.compare`'s per-rank results."""
+    from gnnbook.ch5_minibatch.pushpull import MODES
 
     rows = []
     for mode in MODES:
@@ -51,7 +51,7 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--feature-width", type=int, default=64)
     parser.add_argument("--hidden", type=int, default=16)
-    parser.add_argument("--link", default="10 GbE (TCP)", help="the hybrid's cost model link (gnnbook.comm.LINKS)")
+    parser.add_argument("--link", default="10 GbE (TCP)", help="the hybrid's cost model link (gnnbook.comm.collectives.LINKS)")
     parser.add_argument("--link-slowdown", type=float, default=None,
                         help="emulate the link this many times slower in the timed epochs (and plan for it)")
     parser.add_argument("--epochs", type=int, default=8, help="timed epochs per mode, after the measured one")
@@ -62,11 +62,11 @@ def main() -> None:
 
     import pandas as pd
 
-    from gnnbook.parallel import run, run_sequence
+    from gnnbook.base.launch import run, run_sequence
 
     rows = []
     for k in args.machines:
-        results = run("gnnbook.engine.pushpull:compare", k,
+        results = run("gnnbook.ch5_minibatch.pushpull:compare", k,
                       {"dataset": args.dataset, "feature_width": args.feature_width, "hidden": args.hidden,
                        "layers": args.layers, "epochs": 1 + args.epochs, "link": args.link,
                        "link_slowdown": args.link_slowdown or 1.0, "emulate_link": args.link_slowdown is not None},
@@ -78,7 +78,7 @@ def main() -> None:
     table = pd.DataFrame(rows)
     print(table.round(3).to_string(index=False))
 
-    jobs = [("gnnbook.engine.p3:step", {"mode": mode, "dataset": args.dataset, "feature_width": f,
+    jobs = [("gnnbook.ch5_minibatch.p3:step", {"mode": mode, "dataset": args.dataset, "feature_width": f,
                                         "batch_size": args.batch_size, "hidden": args.hidden})
             for f in args.p3_widths for mode in ("p3", "data_parallel")]
     steps = run_sequence(jobs, 2, deadline_s=900)

@@ -15,7 +15,7 @@ import argparse
 import torch
 
 from gnnbook.data import load_dataset
-from gnnbook.feature_loading import (input_node_batches, measure_device, measure_host_grid,
+from gnnbook.ch5_minibatch.feature_loading import (input_node_batches, measure_device, measure_host_grid,
                                      zero_copy_engine)
 
 

@@ -1,8 +1,8 @@
 """Benchmark: full-graph distributed GCN training, subgraph vs operator parallelism, as ratios (no time is asserted).
 
 For every ``K`` a two-layer GCN trains ``1 + epochs`` full-graph epochs on ``K`` real processes
-(book 6.1.3): subgraph parallelism with halo exchange (:mod:`gnnbook.fullgraph.subgraph`) under
-each partitioner, and CAGNET's operator parallelism (:mod:`gnnbook.fullgraph.spmm`) 1D, and 2D
+(book 6.1.3): subgraph parallelism with halo exchange (:mod:`gnnbook.ch6_fullgraph.subgraph`) under
+each partitioner, and CAGNET's operator parallelism (:mod:`gnnbook.ch6_fullgraph.spmm`) 1D, and 2D
 when ``K`` is a square.  Printed per run: bytes per epoch measured on the sockets (summed over
 processes, the layers' communication only), the slowest process's median epoch after the first,
 its communication share, and both relative to subgraph parallelism under METIS.  The machine's
@@ -44,18 +44,18 @@ def main() -> None:
 
     import pandas as pd
 
-    from gnnbook.parallel import run_sequence
+    from gnnbook.base.launch import run_sequence
 
     rows = []
     common = dict(dataset=args.dataset, epochs=1 + args.epochs, hidden=args.hidden)
     for k in args.machines:
         jobs, names = [], []
         for p in args.partitioners:
-            jobs.append(("gnnbook.fullgraph.subgraph:train", dict(model="gcn", partitioner=p, **common)))
+            jobs.append(("gnnbook.ch6_fullgraph.subgraph:train", dict(model="gcn", partitioner=p, **common)))
             names.append(("subgraph", p))
             for mode in ("1d", "2d"):
                 if mode == "1d" or math.isqrt(k) ** 2 == k:
-                    jobs.append(("gnnbook.fullgraph.spmm:train", dict(mode=mode, ordering=p, **common)))
+                    jobs.append(("gnnbook.ch6_fullgraph.spmm:train", dict(mode=mode, ordering=p, **common)))
                     names.append((mode, p))
         for (method, p), ranks in zip(names, run_sequence(jobs, k, deadline_s=900)):
             rows.append(row(method, k, p, ranks))

@@ -21,7 +21,7 @@ import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 
 from gnnbook.data import load_dataset  # noqa: E402
-from gnnbook.train import train_node_classifier  # noqa: E402
+from gnnbook.training.train import train_node_classifier  # noqa: E402
 
 
 class PlainGCN(torch.nn.Module):

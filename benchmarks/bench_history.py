@@ -1,14 +1,14 @@
 """Historical embeddings (GNNAutoScale) against full-batch training and Cluster-GCN, per dataset: test
 accuracy over seeds, training time per epoch and peak memory per step, each as a ratio to full-batch.
 
-Every method trains the course's 2-layer GCN with :func:`gnnbook.engine.history.compare` and the
-dataset's measured settings (:data:`gnnbook.engine.history.DATASET_SETTINGS`: epochs budget, early
+Every method trains the course's 2-layer GCN with :func:`gnnbook.ch5_minibatch.history.compare` and the
+dataset's measured settings (:data:`gnnbook.ch5_minibatch.history.DATASET_SETTINGS`: epochs budget, early
 stopping patience on validation accuracy, the minibatch arms' learning rate), keeps its best
 validation epoch and is evaluated full-graph; GAS runs as its authors' benchmark does (history
 filled before training, refreshed by every evaluation pass: ``refresh_on_eval``).  An epoch's time
 is its training steps only (evaluation excluded), the median over seeds; the runs of one seed are
 interleaved (full, GAS, Cluster-GCN), so drifting machine load hits every method.  Peak memory is
-one training step measured alone (:func:`gnnbook.engine.history.step_memory`, the largest of 3).
+one training step measured alone (:func:`gnnbook.ch5_minibatch.history.step_memory`, the largest of 3).
 No target is asserted here: chapter 05g asserts the accuracy and memory claims; on graphs that fit
 in memory GAS does more, smaller steps and is expected to be slower per epoch.
 
@@ -25,7 +25,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from gnnbook.data import load_dataset  # noqa: E402
-from gnnbook.engine.history import LABELS, METHODS, compare, dataset_settings, step_memory  # noqa: E402
+from gnnbook.ch5_minibatch.history import LABELS, METHODS, compare, dataset_settings, step_memory  # noqa: E402
 
 
 def measure(dataset: str, seeds: int, num_parts: int, clusters_per_batch: int) -> list[dict]:

@@ -15,8 +15,8 @@ import time
 import torch
 
 from gnnbook.data import load_traffic
-from gnnbook.memory import PeakMemory, exact_memory_available
-from gnnbook.temporal import TGCN, IndexDataset, SnapshotDataset, batch_order, fit, split_series
+from gnnbook.base.memory import PeakMemory, exact_memory_available
+from gnnbook.applications.temporal import TGCN, IndexDataset, SnapshotDataset, batch_order, fit, split_series
 
 
 def _data_epoch(make, batch_size):

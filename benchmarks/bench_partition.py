@@ -1,6 +1,6 @@
 """Benchmark: the partitioners of book 6.2.1 on a graph of at least 1,000,000 edges, as ratios to pymetis.
 
-Each partitioner of :mod:`gnnbook.partition` (random, the streaming LDG and Fennel written in plain
+Each partitioner of :mod:`gnnbook.ch6_fullgraph.partitioners` (random, the streaming LDG and Fennel written in plain
 Python/NumPy, DGL's METIS and pymetis) splits a seeded power-law graph into ``K`` parts.  Printed per
 method: wall-clock seconds and that time as a ratio of pymetis's, with the edge cut, the replication
 factor and the vertex balance beside it, so the price of a better cut is read in one line.  Nothing
@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 
 from gnnbook.data import load_dataset
-from gnnbook.partition import METHODS, compare
+from gnnbook.ch6_fullgraph.partitioners import METHODS, compare
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,11 +1,11 @@
-"""Pipelined vs serial minibatch epoch (gnnbook.engine.prefetch), on a workload whose
+"""Pipelined vs serial minibatch epoch (gnnbook.ch5_minibatch.prefetch), on a workload whose
 stages cost about the same.
 
 The serial loop samples, fetches and computes each step in turn; the
 pipelined loop samples and fetches in a producer process while the consumer
 computes (torch and DGL on one thread each: the two stages share the 2 cores).
 The hidden size is chosen so that compute costs about what sample + fetch
-cost (:func:`gnnbook.engine.pipelining.balance_hidden`); both stage costs are printed.
+cost (:func:`gnnbook.ch5_minibatch.pipelining.balance_hidden`); both stage costs are printed.
 Serial and pipelined epochs alternate on the same minibatches, so drifting
 machine load hits both.  Prints the ratio pipelined / serial (median over
 the pairs of epochs; target <= 0.75 on 2 cores; 0.5 is the ideal of a
@@ -25,7 +25,7 @@ os.environ.setdefault("DGLBACKEND", "pytorch")
 import torch  # noqa: E402
 
 from gnnbook.data import load_dataset  # noqa: E402
-from gnnbook.engine.pipelining import balance_hidden, compare_loops  # noqa: E402
+from gnnbook.ch5_minibatch.pipelining import balance_hidden, compare_loops  # noqa: E402
 
 
 def main() -> None:

@@ -10,8 +10,8 @@ import time
 import torch
 
 from gnnbook.data import load_ratings
-from gnnbook.distributed.sharded_embedding import train_sharded_mf, train_single_mf
-from gnnbook.recsys import LightGCNRanker, MatrixFactorisation, fit_ranker, split_interactions
+from gnnbook.applications.sharded_embedding import train_sharded_mf, train_single_mf
+from gnnbook.applications.recsys import LightGCNRanker, MatrixFactorisation, fit_ranker, split_interactions
 
 SWEEP = {"MF": [(0.01, 1e-3), (0.02, 1e-3), (0.01, 1e-2), (0.02, 1e-2), (0.05, 1e-2)],
          "LightGCN": [(0.02, 1e-3), (0.05, 1e-3), (0.1, 1e-4), (0.05, 1e-4)]}

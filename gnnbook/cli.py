@@ -3,7 +3,7 @@
 Commands: ``env`` (check the pinned versions), ``datasets`` (table of the
 shipped datasets), ``train`` (full-graph training over several seeds), plus the
 distributed ones that ``gnnbook.distributed.commands`` registers and the
-teachers' ones of ``gnnbook.teaching.commands``.
+teachers' ones of ``gnnbook.course.commands``.
 
 Example:
     $ python -m gnnbook train --dataset cora --model gcn --seeds 5 --json
@@ -15,13 +15,11 @@ import json
 import sys
 from typing import Callable
 
-
-class UserError(Exception):
-    """An error caused by the input; printed as one paragraph, no traceback."""
+from .base.errors import UserError
 
 
 def _env(args: argparse.Namespace) -> int:
-    from .env import report
+    from .base.env import report
 
     table, problems = report()
     print(table)
@@ -93,7 +91,7 @@ def datasets_markdown() -> str:
 def _train(args: argparse.Namespace) -> int:
     from .data import load_dataset
     from .models import MODEL_DEFAULTS
-    from .train import summarize, train_over_seeds
+    from .training.train import summarize, train_over_seeds
 
     if args.model not in MODEL_DEFAULTS:
         raise UserError(f"unknown model '{args.model}'. Known models: {', '.join(MODEL_DEFAULTS)}.")
@@ -141,7 +139,7 @@ def build_parser() -> argparse.ArgumentParser:
 def _extensions() -> list[Callable]:
     """Subcommands that higher layers (the distributed runtime) add."""
     from .distributed.commands import register as dist_commands
-    from .teaching.commands import register as teaching_commands
+    from .course.commands import register as teaching_commands
 
     return [dist_commands, teaching_commands]
 

@@ -23,7 +23,7 @@ import torch.nn.functional as F
 # Sparse CSR autograd works in torch 2.2 but warns that it is "beta" on every use.
 warnings.filterwarnings("ignore", message="Sparse CSR tensor support is in beta")
 
-# Architecture hyper-parameters from the papers (optimiser settings: gnnbook.train).
+# Architecture hyper-parameters from the papers (optimiser settings: gnnbook.training.train).
 MODEL_DEFAULTS: dict[str, dict[str, Any]] = {
     "gcn": dict(hidden=16, num_layers=2, dropout=0.5),  # Kipf & Welling 2017
     "gat": dict(hidden=8, num_layers=2, heads=8, dropout=0.6),  # Velickovic et al. 2018

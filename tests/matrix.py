@@ -2,7 +2,7 @@
 
 Each run executes the notebook with papermill (its default parameters plus
 ``dataset``), has it write its claims (``results_path``, see
-:mod:`gnnbook.claims`), and counts the run as holding when the notebook ran
+:mod:`gnnbook.course.claims`), and counts the run as holding when the notebook ran
 to the end (every assert held) and every claim it recorded holds; the table
 says how many claims were recorded.
 
@@ -80,7 +80,7 @@ def run_notebook(notebook: str, parameters: dict, out_dir: Path, timeout_s: int 
     read back its claims; never raises for a failing notebook."""
     import papermill
 
-    from gnnbook.claims import read_claims
+    from gnnbook.course.claims import read_claims
 
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = Path(notebook).stem + "".join(f"_{v}" for v in parameters.values())

@@ -2,17 +2,17 @@
 2, 3 and 4 real processes, and every byte their sockets carried is one of their own messages."""
 import pytest
 
-from gnnbook.parallel import run
-from gnnbook.parallel.algorithms import ALGORITHMS, _children, _parent, bytes_sent_formula
+from gnnbook.base.launch import run
+from gnnbook.comm.algorithms import ALGORITHMS, _children, _parent, bytes_sent_formula
 
 SIZES = [1001, 30_000]   # not divisible by 3 or 4
 
 
 @pytest.mark.parametrize("world_size", [2, 3, 4])
 def test_each_algorithm_equals_gloo_and_its_payload_is_the_formula(world_size):
-    jobs = [["gnnbook.parallel.collectives:check_all_reduce",
-             {"impl": f"gnnbook.parallel.algorithms:{name}_all_reduce", "sizes": SIZES}] for name in ALGORITHMS]
-    out = run("gnnbook.parallel.worker:sequence", world_size, {"jobs": jobs}, deadline_s=180)
+    jobs = [["gnnbook.course.grading.lab03_collectives:check_all_reduce",
+             {"impl": f"gnnbook.comm.algorithms:{name}_all_reduce", "sizes": SIZES}] for name in ALGORITHMS]
+    out = run("gnnbook.base.worker:sequence", world_size, {"jobs": jobs}, deadline_s=180)
     for i, name in enumerate(ALGORITHMS):
         for rank in range(world_size):
             for row in out[rank][i]:
@@ -33,7 +33,7 @@ def test_the_binomial_tree_spans_every_rank_once():
 
 
 def test_fusion_measures_every_split_and_rejects_unknown_algorithms():
-    out = run("gnnbook.parallel.algorithms:fusion_seconds", 2, {"num_tensors": [1, 8], "total_floats": 800,
+    out = run("gnnbook.comm.algorithms:fusion_seconds", 2, {"num_tensors": [1, 8], "total_floats": 800,
                                                                 "repeats": 3}, deadline_s=60)
     assert out[0]["num_tensors"] == [1, 8] and len(out[0]["seconds"]) == 2 and min(out[0]["seconds"]) > 0
     with pytest.raises(ValueError, match="unknown algorithm 'star'; choose one of direct, tree, ring"):

@@ -1,4 +1,4 @@
-"""Feature-cache policies and the hit-rate simulator (gnnbook.cache)."""
+"""Feature-cache policies and the hit-rate simulator (gnnbook.ch5_minibatch.caching)."""
 import functools
 import itertools
 
@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from gnnbook import cache
+from gnnbook.ch5_minibatch import caching as cache
 from gnnbook.data import load_dataset
 
 # A hand-made trace: 0 is hot, 1 warm, 2 and 3 come late; worked out by hand below.
@@ -158,7 +158,7 @@ def test_bad_input_names_the_problem():
 
 TRACE_DIGEST = """
 import hashlib, sys, torch
-from gnnbook import cache
+from gnnbook.ch5_minibatch import caching as cache
 from gnnbook.data import load_dataset
 g = load_dataset("powerlaw", num_nodes=100_000, avg_degree=10, seed=0)   # (DGL converts a graph this big in parallel)
 trace = cache.record_trace(g, torch.arange(0, 100_000, 20), [10, 10], 256, epochs=1, seed=0)

@@ -1,8 +1,8 @@
-"""The training-method chooser on cases whose answer is clear (gnnbook.chooser, chapter 7.7)."""
+"""The training-method chooser on cases whose answer is clear (gnnbook.ch7_systems.chooser, chapter 7.7)."""
 import pytest
 
-from gnnbook.chooser import METHODS, Hardware, Workload, choose, memory_needs
-from gnnbook.sizing import embedding_table_bytes
+from gnnbook.ch7_systems.chooser import METHODS, Hardware, Workload, choose, memory_needs
+from gnnbook.graph.sizing import embedding_table_bytes
 
 CORA = Workload(num_nodes=2708, num_edges=10556, feat_dim=1433, num_classes=7, hidden=16)
 LAPTOP = Hardware(machines=1, devices_per_machine=0, device_memory=8e9, host_memory=8e9)

@@ -1,7 +1,7 @@
 """The course's claims record: atomic JSON with every claim of a notebook."""
 import json
 
-from gnnbook.claims import Claims, read_claims
+from gnnbook.course.claims import Claims, read_claims
 
 
 def test_claims_round_trip_and_atomic_write(tmp_path):

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from gnnbook.cli import datasets_markdown
-from gnnbook.env import check_pins, course_requirements
+from gnnbook.base.env import check_pins, course_requirements
 
 ROOT = Path(__file__).resolve().parents[1]
 

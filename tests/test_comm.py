@@ -6,16 +6,16 @@ from __future__ import annotations
 import pytest
 import torch
 
-from gnnbook import gloo_bytes
-from gnnbook.comm import LINKS, allreduce_time_s, ring_allreduce_bytes
-from gnnbook.parallel import run
+from gnnbook.comm import gloo_bytes
+from gnnbook.comm.collectives import LINKS, allreduce_time_s, ring_allreduce_bytes
+from gnnbook.base.launch import run
 
 FLOATS = 1001          # not divisible by 2 or 3
 
 
 def every_op(floats: int) -> dict:
     """Runs in each rank (loaded from this file by path): every call in its own measured window."""
-    from gnnbook.comm import Comm
+    from gnnbook.comm.collectives import Comm
 
     comm = Comm(measure_each=True)
     rank, n = comm.rank, comm.world_size

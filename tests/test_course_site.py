@@ -6,14 +6,14 @@ from urllib.parse import unquote, urlsplit
 import nbformat
 import pytest
 
-from gnnbook.teaching.commands import REPO_ROOT as ROOT
-from gnnbook.teaching.course import RUNS_LAST, claims_table, default_notebooks, gather_claims, report, run_course
-from gnnbook.teaching.site import build_site
+from gnnbook.course.commands import REPO_ROOT as ROOT
+from gnnbook.course.course_run import RUNS_LAST, claims_table, default_notebooks, gather_claims, report, run_course
+from gnnbook.course.site import build_site
 
 PARAMETERS = "results_path = None   # papermill: write the claims here\n"
 CHAPTER = """\
 import matplotlib.pyplot as plt
-from gnnbook.claims import Claims
+from gnnbook.course.claims import Claims
 
 measured = sum(range(10))
 claims = Claims("01_tiny")

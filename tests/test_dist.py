@@ -15,7 +15,7 @@ from gnnbook.distributed import emulation
 from gnnbook.distributed.commands import register
 from gnnbook.distributed.config import TrainConfig
 from gnnbook.distributed.launcher import LaunchError, plan_job, read_host_file, render
-from gnnbook.distributed.partition import PartitionError, load_partition, partition_dataset, read_config
+from gnnbook.distributed.partition_files import PartitionError, load_partition, partition_dataset, read_config
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +162,7 @@ def test_job_processes_die_with_a_killed_supervisor(tmp_path):
 
     import psutil
 
-    code = ("import sys, time; from gnnbook.procs import ProcessGroup; g = ProcessGroup(60, log_dir=sys.argv[1]); "
+    code = ("import sys, time; from gnnbook.base.procs import ProcessGroup; g = ProcessGroup(60, log_dir=sys.argv[1]); "
             "p = g.start('sleeper', [sys.executable, '-c', 'import time; time.sleep(120)']); "
             "print(p.pid, flush=True); time.sleep(120)")
     parent = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)

@@ -26,7 +26,7 @@ from gnnbook.distributed.checkpoint import CheckpointError, identity, resume_sta
 from gnnbook.distributed.cluster import LocalCluster
 from gnnbook.distributed.config import TrainConfig
 from gnnbook.distributed.launcher import LaunchError
-from gnnbook.distributed.partition import (PartitionError, PartitionWarning, cache_folder, cached_partition,
+from gnnbook.distributed.partition_files import (PartitionError, PartitionWarning, cache_folder, cached_partition,
                                            partition_dataset, read_config)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -295,7 +295,7 @@ def test_dgl_made_partition_gets_header_checks(dgl_parts, tmp_path):
 
 # --- item 9: the partition cache, stale results
 
-BUILD = ("import json, sys; import gnnbook.distributed.partition as p; calls = []; build = p.partition_graph; "
+BUILD = ("import json, sys; import gnnbook.distributed.partition_files as p; calls = []; build = p.partition_graph; "
          "p.partition_graph = lambda *a, **k: calls.append(1) or build(*a, **k); "
          "path = p.cached_partition('powerlaw', 2, 'random', num_nodes=3000); "
          "print(json.dumps([str(path), len(calls)]))")

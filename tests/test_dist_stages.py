@@ -13,10 +13,10 @@ import pytest
 import torch
 
 from gnnbook.distributed.cluster import LocalCluster
-from gnnbook.distributed.config import TrainConfig
-from gnnbook.distributed.feature_cache import (FeatureCache, cache_capacity, check_cache_options, presample_counts,
+from gnnbook.distributed.config import TrainConfig, check_cache_options
+from gnnbook.distributed.feature_cache import (FeatureCache, cache_capacity, presample_counts,
                                                remote_candidates, select_cached_nodes)
-from gnnbook.distributed.partition import partition_dataset
+from gnnbook.distributed.partition_files import partition_dataset
 from gnnbook.distributed.stages import STAGES
 
 

@@ -5,9 +5,9 @@ import time
 
 import pytest
 
-from gnnbook.emulated_link import EmulatedLink
-from gnnbook.gloo_bytes import PREAMBLE_BYTES
-from gnnbook.parallel import run_sequence
+from gnnbook.comm.emulated_link import EmulatedLink
+from gnnbook.comm.gloo_bytes import PREAMBLE_BYTES
+from gnnbook.base.launch import run_sequence
 
 
 def test_an_exchange_of_n_bytes_takes_at_least_the_modelled_time_asleep():
@@ -55,7 +55,7 @@ def test_stated_links_and_bad_input_are_named():
 def test_both_arms_wait_for_the_link_and_it_changes_only_time():
     hidden, epochs, latency = 16, 4, 0.02
     spec = {"bandwidth": 5e6, "latency": latency}
-    out = run_sequence([("gnnbook.fullgraph.stale:time_modes", dict(dataset="cora", pairs=1, epochs=epochs,
+    out = run_sequence([("gnnbook.ch6_fullgraph.stale:time_modes", dict(dataset="cora", pairs=1, epochs=epochs,
                                                                      hidden=hidden, link=spec))], 2, deadline_s=240)[0]
     link = EmulatedLink.from_spec(spec)
     for o in out:

@@ -3,7 +3,7 @@ zero-copy line count, the cost model's inputs checked; the GPU paths where a GPU
 import pytest
 import torch
 
-from gnnbook.feature_loading import (LoadingModel, PinnedInPlace, allocated_bytes, fit_host,
+from gnnbook.ch5_minibatch.feature_loading import (LoadingModel, PinnedInPlace, allocated_bytes, fit_host,
                                      gather_into, input_node_batches, measure_device, measure_host_grid,
                                      measure_link, pageable_host, pcie_lines, ranking_disagreements, staging_buffer,
                                      triton_gather, zero_copy_engine)
@@ -133,13 +133,13 @@ def test_triton_zero_copy_kernel_in_the_cpu_interpreter(monkeypatch, table):
 
     import importlib.util
 
-    import gnnbook.uva_gather
+    import gnnbook.ch5_minibatch.uva_gather
 
     monkeypatch.setenv("TRITON_INTERPRET", "1")
     # Triton 2.2's interpreter lacks the compile target that integer casts consult
     monkeypatch.setattr(interpreter.Builder, "target", None, raising=False)
     # a second copy of the kernel's module, decorated while TRITON_INTERPRET is set
-    spec = importlib.util.spec_from_file_location("uva_gather_interpreted", gnnbook.uva_gather.__file__)
+    spec = importlib.util.spec_from_file_location("uva_gather_interpreted", gnnbook.ch5_minibatch.uva_gather.__file__)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     kernel = module.gather_rows

@@ -1,5 +1,5 @@
-"""gnnbook.flows (both flows to convergence), gnnbook.minibatch.full_graph_boundary,
-gnnbook.leftovers."""
+"""gnnbook.training.flows (both flows to convergence), gnnbook.training.minibatch.full_graph_boundary,
+gnnbook.distributed.leftovers."""
 import os
 import subprocess
 import sys
@@ -10,10 +10,10 @@ import torch
 
 from gnnbook.data import load_dataset
 from gnnbook.distributed import emulation
-from gnnbook.flows import FlowComparison, compare_flows
-from gnnbook.leftovers import leftovers, own_job_prefix
-from gnnbook.minibatch import full_graph_boundary, minibatch_step, train_minibatch
-from gnnbook.train import TrainResult
+from gnnbook.training.flows import FlowComparison, compare_flows
+from gnnbook.distributed.leftovers import leftovers, own_job_prefix
+from gnnbook.training.minibatch import full_graph_boundary, minibatch_step, train_minibatch
+from gnnbook.training.train import TrainResult
 
 
 def _result(test_acc, best_epoch, epochs_run):

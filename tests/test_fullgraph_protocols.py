@@ -5,13 +5,13 @@ import pytest
 import torch
 
 from gnnbook.data import load_dataset
-from gnnbook.fullgraph.protocols import (boundary_pairs, check_options, exchange_bytes_formula, preagg_graph,
+from gnnbook.ch6_fullgraph.protocols import (boundary_pairs, check_options, exchange_bytes_formula, preagg_graph,
                                          run_protocol)
-from gnnbook.fullgraph.stale import run_stale, staleness, time_modes
-from gnnbook.fullgraph.subgraph import prepare
-from gnnbook.gloo_bytes import PREAMBLE_BYTES
-from gnnbook.parallel import run_sequence
-from gnnbook.partition import partition
+from gnnbook.ch6_fullgraph.stale import run_stale, staleness, time_modes
+from gnnbook.ch6_fullgraph.subgraph import prepare
+from gnnbook.comm.gloo_bytes import PREAMBLE_BYTES
+from gnnbook.base.launch import run_sequence
+from gnnbook.ch6_fullgraph.partitioners import partition
 
 EPOCHS, HIDDEN = 5, 16
 
@@ -44,7 +44,7 @@ def test_preaggregation_rows_are_the_boundary_targets_and_sum_to_the_full_aggreg
 def test_delay_one_and_sampling_one_equal_synchronous_and_bytes_match():
     configs = [("sync", 1, 1.0), ("preagg", 1, 1.0), ("cdr", 1, 1.0), ("bns", 1, 1.0), ("cdr", 3, 1.0),
                ("bns", 1, 0.3)]
-    jobs = [("gnnbook.fullgraph.protocols:train", dict(dataset="cora", protocol=pr, r=r, p=p, epochs=EPOCHS,
+    jobs = [("gnnbook.ch6_fullgraph.protocols:train", dict(dataset="cora", protocol=pr, r=r, p=p, epochs=EPOCHS,
                                                         hidden=HIDDEN, eval_every=EPOCHS)) for pr, r, p in configs]
     outs = dict(zip(configs, run_sequence(jobs, 2, deadline_s=240)))
     sync, pre, cd1, bns1, cd3, bns3 = outs.values()
@@ -79,7 +79,7 @@ def test_delay_one_and_sampling_one_equal_synchronous_and_bytes_match():
 
 @pytest.mark.timeout(300)
 def test_pipegcn_is_exactly_one_epoch_stale_and_bytes_match():
-    jobs = [("gnnbook.fullgraph.stale:train", dict(dataset="cora", mode=m, epochs=EPOCHS, record_epochs=EPOCHS,
+    jobs = [("gnnbook.ch6_fullgraph.stale:train", dict(dataset="cora", mode=m, epochs=EPOCHS, record_epochs=EPOCHS,
                                                     hidden=HIDDEN, eval_every=EPOCHS)) for m in ("sync", "pipe")]
     sync, pipe = run_sequence(jobs, 2, deadline_s=240)
     assert staleness(sync)["embeddings"] == [0] * EPOCHS
@@ -96,7 +96,7 @@ def test_pipegcn_is_exactly_one_epoch_stale_and_bytes_match():
 
 @pytest.mark.timeout(300)
 def test_timing_runs_alternate_and_each_starts_afresh():
-    out = run_sequence([("gnnbook.fullgraph.stale:time_modes", dict(dataset="cora", pairs=2, epochs=4, hidden=HIDDEN))],
+    out = run_sequence([("gnnbook.ch6_fullgraph.stale:time_modes", dict(dataset="cora", pairs=2, epochs=4, hidden=HIDDEN))],
                        2, deadline_s=240)[0]
     for o in out:
         assert o["modes"] == ["sync", "pipe", "sync", "pipe", "sync"]
@@ -126,10 +126,10 @@ def test_bad_input_is_named():
 
 @pytest.mark.timeout(300)
 def test_sancus_bound_zero_is_synchronous_and_skips_stay_within_the_bound():
-    from gnnbook.gloo_bytes import all_reduce
+    from gnnbook.comm.gloo_bytes import all_reduce
 
     configs = [dict(protocol="sync"), dict(protocol="sancus", bound=0), dict(protocol="sancus", threshold=10.0, bound=2)]
-    jobs = [("gnnbook.fullgraph.protocols:train", dict(dataset="cora", epochs=8, hidden=HIDDEN, eval_every=8, lr=0.05,
+    jobs = [("gnnbook.ch6_fullgraph.protocols:train", dict(dataset="cora", epochs=8, hidden=HIDDEN, eval_every=8, lr=0.05,
                                                         **c)) for c in configs]
     sync, never, skipping = run_sequence(jobs, 2, deadline_s=240)
     if torch.equal(sync[0]["assignment"], never[0]["assignment"]):

@@ -5,9 +5,9 @@ import pytest
 import torch
 
 from gnnbook.data import load_dataset
-from gnnbook.fullgraph import spmm
-from gnnbook.fullgraph.subgraph import prepare, reference
-from gnnbook.parallel import run_sequence
+from gnnbook.ch6_fullgraph import spmm
+from gnnbook.ch6_fullgraph.subgraph import prepare, reference
+from gnnbook.base.launch import run_sequence
 
 EPOCHS, HIDDEN, WIDTH = 5, 16, 16
 
@@ -43,11 +43,11 @@ def _check_training(out, ref):
 def test_products_and_training_equal_one_process(processes):
     graph = prepare(load_dataset("cora"), "gcn")
     n, nnz = graph.num_nodes(), graph.num_edges()
-    jobs = [("gnnbook.fullgraph.spmm:product", dict(mode="1d", width=WIDTH)),
-            ("gnnbook.fullgraph.spmm:train", dict(mode="1d", epochs=EPOCHS, hidden=HIDDEN))]
+    jobs = [("gnnbook.ch6_fullgraph.spmm:product", dict(mode="1d", width=WIDTH)),
+            ("gnnbook.ch6_fullgraph.spmm:train", dict(mode="1d", epochs=EPOCHS, hidden=HIDDEN))]
     if processes == 4:
-        jobs += [("gnnbook.fullgraph.spmm:product", dict(mode="2d", width=WIDTH, ordering="metis")),
-                 ("gnnbook.fullgraph.spmm:train", dict(mode="2d", ordering="metis", epochs=EPOCHS, hidden=HIDDEN))]
+        jobs += [("gnnbook.ch6_fullgraph.spmm:product", dict(mode="2d", width=WIDTH, ordering="metis")),
+                 ("gnnbook.ch6_fullgraph.spmm:train", dict(mode="2d", ordering="metis", epochs=EPOCHS, hidden=HIDDEN))]
     outs = run_sequence(jobs, processes, deadline_s=360)
     prod_ref = spmm.product_reference("cora", WIDTH)
     train_ref = reference("cora", "gcn", epochs=EPOCHS, hidden=HIDDEN)

@@ -4,9 +4,9 @@ import pytest
 import torch
 
 from gnnbook.data import load_dataset
-from gnnbook.fullgraph.subgraph import halo_bytes_formula, local_graph, prepare, reference, run_subgraph
-from gnnbook.gloo_bytes import PREAMBLE_BYTES
-from gnnbook.partition import partition, partition_metrics
+from gnnbook.ch6_fullgraph.subgraph import halo_bytes_formula, local_graph, prepare, reference, run_subgraph
+from gnnbook.comm.gloo_bytes import PREAMBLE_BYTES
+from gnnbook.ch6_fullgraph.partitioners import partition, partition_metrics
 
 EPOCHS, HIDDEN = 6, 16
 
@@ -62,21 +62,21 @@ CHEAT = '''
 import importlib
 
 def halo_exchange(h, part, comm):
-    subgraph = importlib.import_module("gnn" + "book.fullgraph.subgraph")
+    subgraph = importlib.import_module("gnn" + "book.ch6_fullgraph.subgraph")
     return subgraph.HaloExchange.apply(h, part, comm, [0.0])
 '''
 
 
 @pytest.mark.timeout(300)
 def test_lab_check_runs_the_package_exchange_only_as_the_reference(tmp_path):
-    from gnnbook.fullgraph.subgraph import layer_reference
-    from gnnbook.parallel import ProcessFailed, run
+    from gnnbook.course.grading.lab06_halo_exchange import layer_reference
+    from gnnbook.base.launch import ProcessFailed, run
 
     # the lab's check with the package's own exchange wrapped as a "student" file: it is refused
     cheat = tmp_path / "cheat.py"
     cheat.write_text(CHEAT)
     with pytest.raises(ProcessFailed, match="reference implementation this check compares with"):
-        run("gnnbook.fullgraph.subgraph:check_exchange", 2, {"impl": f"{cheat}:halo_exchange"}, deadline_s=120)
+        run("gnnbook.course.grading.lab06_halo_exchange:check_exchange", 2, {"impl": f"{cheat}:halo_exchange"}, deadline_s=120)
     # the one-process reference covers the whole graph: every node, the layer's full weight
     ref = layer_reference("cora", 16)
     assert ref["out"].shape == (2708, 16) and ref["grad"].shape == (1433, 16)

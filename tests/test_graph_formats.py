@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from gnnbook.graph_formats import COO, CSC, CSR, from_dgl, memory_table
+from gnnbook.graph.storage import COO, CSC, CSR, from_dgl, memory_table
 
 
 def random_coo(num_nodes=50, num_edges=300, seed=0, dtype=np.int64):

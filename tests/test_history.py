@@ -4,10 +4,10 @@ import dgl
 import pytest
 import torch
 
-from gnnbook.engine import history as H
+from gnnbook.ch5_minibatch import history as H
 from gnnbook.models import build_model
-from gnnbook.parallel import run
-from gnnbook.train import model_input
+from gnnbook.base.launch import run
+from gnnbook.training.train import model_input
 
 
 def _tiny(num_nodes=12, seed=0):
@@ -105,7 +105,7 @@ def test_training_repeats_with_a_seed_and_staleness_is_recorded():
 
 
 def test_distributed_history_bytes_are_the_formula():
-    out = run("gnnbook.engine.history:distributed", 2,
+    out = run("gnnbook.ch5_minibatch.history:distributed", 2,
               {"dataset": "cora", "num_parts": 8, "clusters_per_batch": 2, "epochs": 3, "patience": 3},
               deadline_s=240)
     assert [o["rank"] for o in out] == [0, 1]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import requests
 
-from gnnbook.procs import ProcessGroup
+from gnnbook.base.procs import ProcessGroup
 
 ROOT = Path(__file__).resolve().parents[1]
 

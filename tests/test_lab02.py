@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from gnnbook.labcheck import ReferenceCallError
+from gnnbook.course.labcheck import ReferenceCallError
 
 LAB = Path(__file__).resolve().parents[1] / "labs" / "lab02_message_passing.ipynb"
 SOLUTION = re.compile(r"^([ \t]*)### BEGIN SOLUTION\n.*?^[ \t]*### END SOLUTION[ \t]*$", re.MULTILINE | re.DOTALL)

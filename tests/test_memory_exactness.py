@@ -4,7 +4,7 @@ import sys
 
 import pytest
 
-from gnnbook import memory
+from gnnbook.base import memory
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="exact peaks need Linux's VmHWM and glibc")

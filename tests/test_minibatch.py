@@ -1,4 +1,4 @@
-"""Minibatch training (gnnbook.minibatch): accuracy, determinism, flat peak
+"""Minibatch training (gnnbook.training.minibatch): accuracy, determinism, flat peak
 memory, and the dependency / feature-fetch counters of chapter 4."""
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from gnnbook.data import load_dataset
-from gnnbook.minibatch import (
+from gnnbook.training.minibatch import (
     check_fanouts,
     dependency_counts,
     feature_fetch_counts,
@@ -20,9 +20,10 @@ from gnnbook.minibatch import (
     sample_minibatches,
     train_minibatch,
 )
-from gnnbook.memory import release_free_memory
+from gnnbook.base.memory import release_free_memory
 from gnnbook.models import build_model
-from gnnbook.train import TrainResult, prepare_graph, set_seed, train_node_classifier
+from gnnbook.base.seeding import set_seed
+from gnnbook.training.train import TrainResult, prepare_graph, train_node_classifier
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ import torch
 
 from gnnbook.data import load_dataset
 from gnnbook.models import GCN, MODEL_DEFAULTS, VGAE, build_model
-from gnnbook.train import prepare_graph
+from gnnbook.training.train import prepare_graph
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from gnnbook.data import load_dataset
-from gnnbook.neighbourhood import (
+from gnnbook.graph.neighbourhood import (
     fanout_product,
     full_receptive_field,
     random_seeds,

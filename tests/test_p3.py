@@ -3,8 +3,8 @@ every socket byte explained, payload = formula; data-parallel feature pulling li
 import pytest
 import torch
 
-from gnnbook.engine.p3 import build, reference_gradients
-from gnnbook.parallel import run
+from gnnbook.ch5_minibatch.p3 import build, reference_gradients
+from gnnbook.base.launch import run
 
 PHASE_OPS = {"p3": ("send", "recv"), "data_parallel": ("all_to_all",)}
 
@@ -19,7 +19,7 @@ def _gradients(out, mode):
 @pytest.mark.parametrize("mode", ["p3", "data_parallel"])
 def test_step_equals_one_process_and_its_bytes_are_measured(mode, world_size, feature_width, batch_size):
     args = {"mode": mode, "feature_width": feature_width, "batch_size": batch_size}
-    out = run("gnnbook.engine.p3:step", world_size, args, deadline_s=180)
+    out = run("gnnbook.ch5_minibatch.p3:step", world_size, args, deadline_s=180)
     ref = reference_gradients(build(feature_width=feature_width, batch_size=batch_size, num_machines=world_size))
     got = _gradients(out, mode)
     for name in ref:

@@ -6,7 +6,7 @@ support; this is the one-alternative-each pass that ``make test`` runs.
 """
 import pytest
 
-from gnnbook.claims import read_claims
+from gnnbook.course.claims import read_claims
 from matrix import MATRIX, ROOT, VARIANTS, run_notebook  # tests/ is on sys.path under pytest
 
 ALTERNATIVES = [
@@ -37,7 +37,7 @@ ALTERNATIVES = [
 
 
 def _measured(results: dict, key: str):
-    # a key of the results file, at the top level or in its "measured" dict (gnnbook.claims)
+    # a key of the results file, at the top level or in its "measured" dict (gnnbook.course.claims)
     return results[key] if key in results else results["measured"][key]
 
 

@@ -11,13 +11,13 @@ import psutil
 import pytest
 import torch
 
-from gnnbook.comm import wire_vs_formula
-from gnnbook.parallel import ProcessFailed, run, run_sequence
-from gnnbook.parallel.expert_parallel import moe_single
-from gnnbook.parallel.pipeline import bubble_formula, bubble_fractions
-from gnnbook.parallel.sharded import unsharded_state_bytes
-from gnnbook.parallel.tensor_parallel import mlp_single
-from gnnbook.parallel.toy import max_abs_diff, train_single
+from gnnbook.comm.collectives import wire_vs_formula
+from gnnbook.base.launch import ProcessFailed, run, run_sequence
+from gnnbook.ch3_parallel.expert_parallel import moe_single
+from gnnbook.ch3_parallel.pipeline import bubble_formula, bubble_fractions
+from gnnbook.ch3_parallel.sharded import unsharded_state_bytes
+from gnnbook.ch3_parallel.tensor_parallel import mlp_single
+from gnnbook.ch3_parallel.toy import max_abs_diff, train_single
 
 SIZES = [8, 24, 24, 16, 4]
 ARGS = {"sizes": SIZES, "n": 48, "steps": 4}
@@ -31,24 +31,24 @@ def no_children_left() -> list[psutil.Process]:
 def three_ranks():
     """One launch of 3 ranks for the forms that need no special world size."""
     jobs = [
-        ("gnnbook.parallel.data_parallel:train_allreduce", ARGS),
-        ("gnnbook.parallel.data_parallel:train_parameter_server", ARGS),
-        ("gnnbook.parallel.model_parallel:train_model_parallel", ARGS),
-        ("gnnbook.parallel.tensor_parallel:mlp_tensor_parallel", {"d": 16, "hidden": 48, "n": 8}),
-        ("gnnbook.parallel.expert_parallel:moe_expert_parallel", {"tokens": 32, "d": 8, "hidden": 16}),
-        ("gnnbook.parallel.sharded:train_sharded", ARGS),
+        ("gnnbook.ch3_parallel.data_parallel:train_allreduce", ARGS),
+        ("gnnbook.ch3_parallel.data_parallel:train_parameter_server", ARGS),
+        ("gnnbook.ch3_parallel.model_parallel:train_model_parallel", ARGS),
+        ("gnnbook.ch3_parallel.tensor_parallel:mlp_tensor_parallel", {"d": 16, "hidden": 48, "n": 8}),
+        ("gnnbook.ch3_parallel.expert_parallel:moe_expert_parallel", {"tokens": 32, "d": 8, "hidden": 16}),
+        ("gnnbook.ch3_parallel.sharded:train_sharded", ARGS),
     ]
     names = ["ddp", "ps", "mp", "tp", "moe", "fsdp"]
     return dict(zip(names, run_sequence(jobs, 3, deadline_s=120)))
 
 
 def test_run_returns_each_ranks_result():
-    out = run("gnnbook.parallel.worker:rank_and_size", 2, deadline_s=60)
+    out = run("gnnbook.base.worker:rank_and_size", 2, deadline_s=60)
     assert out == [{"rank": 0, "world_size": 2}, {"rank": 1, "world_size": 2}]
 
 
 def test_ranks_can_join_by_themselves_from_the_environment():
-    out = run("gnnbook.parallel.worker:env_rendezvous", 2, init_dist=False, deadline_s=60)
+    out = run("gnnbook.base.worker:env_rendezvous", 2, init_dist=False, deadline_s=60)
     assert out == [{"rank": 0, "sum": 2}, {"rank": 1, "sum": 2}]
 
 
@@ -58,7 +58,7 @@ def test_bad_function_spec_is_a_clear_error():
     with pytest.raises(FileNotFoundError, match="does not exist"):
         run("/nonexistent/file.py:f", 2)
     with pytest.raises(TypeError):
-        run("gnnbook.parallel.worker:rank_and_size", 2, {"x": object()})
+        run("gnnbook.base.worker:rank_and_size", 2, {"x": object()})
 
 
 def test_data_parallel_allreduce_and_parameter_server_equal_one_process(three_ranks):
@@ -116,7 +116,7 @@ def test_sharded_equals_one_process_adam_and_holds_a_third(three_ranks):
 
 
 def test_pipeline_gradients_equal_one_process_and_bubble_is_reported():
-    out = run("gnnbook.parallel.pipeline:run_pipeline", 2,
+    out = run("gnnbook.ch3_parallel.pipeline:run_pipeline", 2,
               {"width": 32, "layers_per_stage": 2, "batch": 64, "micro_batches": [1, 4], "repeats": 1, "lr": 0.05},
               deadline_s=90)
     ref = train_single(out[0]["sizes"], n=64, steps=1, lr=0.05)["params"]
@@ -129,7 +129,7 @@ def test_pipeline_gradients_equal_one_process_and_bubble_is_reported():
 
 def test_pipeline_schedule_follows_gpipe_with_emulated_stages():
     """Sleeping stages need no CPU, so the schedule is checked even on a busy machine."""
-    out = run("gnnbook.parallel.pipeline:run_pipeline", 2,
+    out = run("gnnbook.ch3_parallel.pipeline:run_pipeline", 2,
               {"width": 16, "layers_per_stage": 1, "batch": 64, "micro_batches": [1, 4], "repeats": 2, "emulated_s": 0.08},
               deadline_s=90)
     for m, b in bubble_fractions(out).items():
@@ -137,7 +137,7 @@ def test_pipeline_schedule_follows_gpipe_with_emulated_stages():
 
 
 def test_staleness_bound_holds_and_all_modes_reach_the_target():
-    jobs = [("gnnbook.parallel.sync:train_ssp", {"staleness": s, "straggler_s": 0.005, "compute_s": 0.0, "target_loss": 0.1})
+    jobs = [("gnnbook.ch3_parallel.sync:train_ssp", {"staleness": s, "straggler_s": 0.005, "compute_s": 0.0, "target_loss": 0.1})
             for s in (0, 2, None)]
     out = run_sequence(jobs, 3, deadline_s=120)
     for runs, s in zip(out, (0, 2, None)):
@@ -153,7 +153,7 @@ def test_staleness_bound_holds_and_all_modes_reach_the_target():
 def test_a_failed_rank_is_named_and_nothing_is_left(how):
     start = time.monotonic()
     with pytest.raises(ProcessFailed, match="rank1") as err:
-        run("gnnbook.parallel.worker:fail_on_rank", 3, {"rank": 1, "how": how}, deadline_s=60)
+        run("gnnbook.base.worker:fail_on_rank", 3, {"rank": 1, "how": how}, deadline_s=60)
     assert time.monotonic() - start < 30
     assert err.value.name == "rank1"
     assert not no_children_left()
@@ -168,7 +168,7 @@ def test_an_externally_killed_rank_is_named_and_nothing_is_left():
         while time.monotonic() < end and not victims:
             for child in psutil.Process().children(recursive=True):
                 try:
-                    if child.environ().get("RANK") == "2" and "gnnbook.parallel.worker" in " ".join(child.cmdline()):
+                    if child.environ().get("RANK") == "2" and "gnnbook.base.worker" in " ".join(child.cmdline()):
                         time.sleep(3)  # let it get into the job
                         os.kill(child.pid, signal.SIGKILL)
                         victims.append(child.pid)
@@ -181,7 +181,7 @@ def test_an_externally_killed_rank_is_named_and_nothing_is_left():
     killer.start()
     start = time.monotonic()
     with pytest.raises(ProcessFailed, match="rank2.*SIGKILL"):
-        run("gnnbook.parallel.worker:fail_on_rank", 3, {"rank": 0, "how": "hang"}, deadline_s=60)
+        run("gnnbook.base.worker:fail_on_rank", 3, {"rank": 0, "how": "hang"}, deadline_s=60)
     killer.join()
     assert victims and time.monotonic() - start < 30
     assert not no_children_left()
@@ -189,5 +189,5 @@ def test_an_externally_killed_rank_is_named_and_nothing_is_left():
 
 def test_deadline_stops_a_hang():
     with pytest.raises(ProcessFailed, match="deadline"):
-        run("gnnbook.parallel.worker:fail_on_rank", 2, {"rank": 1, "how": "hang"}, deadline_s=12)
+        run("gnnbook.base.worker:fail_on_rank", 2, {"rank": 1, "how": "hang"}, deadline_s=12)
     assert not no_children_left()

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from gnnbook import partition as P
+from gnnbook.ch6_fullgraph import partitioners as P
 from gnnbook.data import load_dataset
 
 

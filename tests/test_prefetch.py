@@ -1,4 +1,4 @@
-"""Pipelining across minibatches (gnnbook.engine.prefetch): the pipelined loop sees
+"""Pipelining across minibatches (gnnbook.ch5_minibatch.prefetch): the pipelined loop sees
 the serial loop's minibatches, its timeline shows the overlap (and the bound
 of the queue), and a dying producer stops the loop with a clear error and
 leaves nothing behind.  No timing thresholds: only orderings of recorded events."""
@@ -11,11 +11,11 @@ import signal
 import pytest
 import torch
 
-from gnnbook import reaper
+from gnnbook.base import reaper
 from gnnbook.data import load_dataset
-from gnnbook.procs import ProcessFailed
-from gnnbook.engine.pipelining import compare_loops, run_loop
-from gnnbook.engine.prefetch import PrefetchingLoader, SerialLoader
+from gnnbook.base.procs import ProcessFailed
+from gnnbook.ch5_minibatch.pipelining import compare_loops, run_loop
+from gnnbook.ch5_minibatch.prefetch import PrefetchingLoader, SerialLoader
 
 FANOUTS, BATCH = [5, 5], 64
 

@@ -1,4 +1,4 @@
-"""gnnbook.procs: fail fast, deadline, nothing left behind (even when the
+"""gnnbook.base.procs: fail fast, deadline, nothing left behind (even when the
 supervisor itself is killed), stack dumps of a hang."""
 import os
 import signal
@@ -10,7 +10,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from gnnbook.procs import ProcessFailed, ProcessGroup
+from gnnbook.base.procs import ProcessFailed, ProcessGroup
 from shm_probe import shm_mapped_by  # tests/ is on sys.path under pytest
 
 PY = sys.executable
@@ -99,7 +99,7 @@ time.sleep(600)
 """
 SUPERVISOR = """
 import sys, time
-from gnnbook.procs import ProcessGroup
+from gnnbook.base.procs import ProcessGroup
 group = ProcessGroup(60, log_dir=sys.argv[1], on_cleanup=lambda: open(sys.argv[1] + "/cleaned", "w").close())
 with group:
     group.start("member", [sys.executable, "-c", sys.argv[2]])

@@ -1,10 +1,10 @@
 """The three programming models (tensor-, graph-, vertex-centric) compute the same layers,
-and PageRank runs on the same engines (gnnbook.progmodels, chapter 7)."""
+and PageRank runs on the same engines (gnnbook.ch7_systems.progmodels, chapter 7)."""
 import dgl
 import pytest
 import torch
 
-from gnnbook import progmodels as pm
+from gnnbook.ch7_systems import progmodels as pm
 from gnnbook.data import load_dataset
 
 

@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 import torch
 
-from gnnbook.engine import pushpull as pp
-from gnnbook.gloo_bytes import PREAMBLE_BYTES
-from gnnbook.parallel import run
+from gnnbook.ch5_minibatch import pushpull as pp
+from gnnbook.comm.gloo_bytes import PREAMBLE_BYTES
+from gnnbook.base.launch import run
 
 COST = {"compute_s_per_row": [2e-6, 2e-6, 2e-6], "link_s_per_byte": 1e-7}   # a mix of push and pull on Cora
 
@@ -17,7 +17,7 @@ COST = {"compute_s_per_row": [2e-6, 2e-6, 2e-6], "link_s_per_byte": 1e-7}   # a 
 @pytest.mark.parametrize("world_size", [2, 3])
 def test_every_mode_equals_one_process_and_its_bytes_are_the_formula(world_size):
     args = {"layers": 3, "feature_width": 24, "hidden": 8, "epochs": 2, "cost_model": COST}
-    results = run("gnnbook.engine.pushpull:compare", world_size, args, deadline_s=240)
+    results = run("gnnbook.ch5_minibatch.pushpull:compare", world_size, args, deadline_s=240)
     runs = [[r[mode] for r in results] for mode in pp.MODES]
     owner = runs[0][0]["owner"]
     ref = pp.reference(pp.build(feature_width=24, hidden=8, layers=3, num_parts=world_size, owner=owner))
@@ -50,7 +50,7 @@ def test_an_emulated_link_delays_every_mode_by_the_bytes_it_receives():
     beta = 2e-7                                                           # 5 MB/s: tens of ms per epoch
     args = {"layers": 2, "feature_width": 24, "hidden": 8, "epochs": 3, "emulate_link": True,
             "cost_model": {**COST, "compute_s_per_row": COST["compute_s_per_row"][:2], "link_s_per_byte": beta}}
-    results = run("gnnbook.engine.pushpull:compare", 2, args, deadline_s=240)
+    results = run("gnnbook.ch5_minibatch.pushpull:compare", 2, args, deadline_s=240)
     for mode in pp.MODES:
         for o in (r[mode] for r in results):
             received = o["dependency_wire"][1]                            # measured on the sockets, epoch 1

@@ -8,7 +8,7 @@ import torch
 
 from gnnbook.data import RATINGS_DATASETS, DatasetError, load_ratings
 from gnnbook.data.files import REPO_ROOT
-from gnnbook.recsys import (InteractionSplit, LightGCNRanker, MatrixFactorisation, bpr_loss, fit_ranker,
+from gnnbook.applications.recsys import (InteractionSplit, LightGCNRanker, MatrixFactorisation, bpr_loss, fit_ranker,
                             pinsage_neighbours, rank_metrics, sample_negatives, split_interactions)
 
 
@@ -137,7 +137,7 @@ def test_pinsage_neighbours_are_co_rated_items_sorted_by_visits(ratings):
 
 @pytest.mark.timeout(300)
 def test_distembedding_job_equals_one_process(ratings):
-    from gnnbook.distributed.sharded_embedding import train_sharded_mf, train_single_mf
+    from gnnbook.applications.sharded_embedding import train_sharded_mf, train_single_mf
 
     split = split_interactions(ratings, seed=0)
     options = dict(dim=8, epochs=2, batch_size=8192, lr=0.02, l2=1e-2, seed=0)

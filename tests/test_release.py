@@ -5,7 +5,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from gnnbook.teaching.release import (ReleaseError, annotate, autograde, default_labs, find_submissions,
+from gnnbook.course.release import (ReleaseError, annotate, autograde, default_labs, find_submissions,
                                       release)
 
 ROOT = Path(__file__).resolve().parents[1]

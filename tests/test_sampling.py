@@ -1,14 +1,15 @@
-"""gnnbook.sampling: block shapes, node counts within their bounds, seeded
+"""gnnbook.ch5_minibatch.sampling: block shapes, node counts within their bounds, seeded
 reproducibility and the bad-input errors of every sampler."""
 import dgl
 import pytest
 import torch
 
 from gnnbook.data import load_dataset
-from gnnbook.minibatch import train_minibatch
-from gnnbook.neighbourhood import full_receptive_field
-from gnnbook.sampling import SAMPLERS, make_loader, make_sampler, sampled_isolation, sampler_loader
-from gnnbook.train import prepare_graph, set_seed
+from gnnbook.training.minibatch import train_minibatch
+from gnnbook.graph.neighbourhood import full_receptive_field
+from gnnbook.ch5_minibatch.sampling import SAMPLERS, make_loader, make_sampler, sampled_isolation, sampler_loader
+from gnnbook.base.seeding import set_seed
+from gnnbook.training.train import prepare_graph
 
 OPTIONS = {"neighbor": dict(fanouts=[4, 3]), "labor": dict(fanouts=[4, 3]), "ladies": dict(budget=48),
            "fastgcn": dict(budget=48), "cluster-gcn": dict(num_parts=20, parts_per_batch=2),

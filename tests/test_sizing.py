@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from gnnbook.data import load_dataset
-from gnnbook.memory import PeakMemory, resident_data_bytes, track_freed_memory
+from gnnbook.base.memory import PeakMemory, resident_data_bytes, track_freed_memory
 from gnnbook.models import GCN
-from gnnbook.sizing import (
+from gnnbook.graph.sizing import (
     activation_bytes,
     embedding_table_bytes,
     format_bytes,

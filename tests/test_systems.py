@@ -1,10 +1,10 @@
-"""The survey table of GNN systems (gnnbook.systems): every row is complete and every
+"""The survey table of GNN systems (gnnbook.ch7_systems.catalogue): every row is complete and every
 headline carries its source."""
 import re
 
 import pytest
 
-from gnnbook.systems import FIELDS, SETTINGS, SYSTEMS, TRAINING, systems_table
+from gnnbook.ch7_systems.catalogue import FIELDS, SETTINGS, SYSTEMS, TRAINING, systems_table
 
 
 @pytest.mark.parametrize("row", SYSTEMS, ids=[r["name"] for r in SYSTEMS])

@@ -1,4 +1,4 @@
-"""Index-batching (gnnbook.temporal) and the traffic loader (gnnbook.data.traffic)."""
+"""Index-batching (gnnbook.applications.temporal) and the traffic loader (gnnbook.data.traffic)."""
 import json
 import shutil
 
@@ -7,8 +7,8 @@ import torch
 
 from gnnbook.data import DatasetError, TRAFFIC_DATASETS, load_traffic
 from gnnbook.data.files import REPO_ROOT
-from gnnbook.parallel import run
-from gnnbook.temporal import (TGCN, IndexDataset, SnapshotDataset, batch_order, fit, historical_average,
+from gnnbook.base.launch import run
+from gnnbook.applications.temporal import (TGCN, IndexDataset, SnapshotDataset, batch_order, fit, historical_average,
                               split_series, train_distributed)
 
 
@@ -99,7 +99,7 @@ def test_split_and_baseline():
 @pytest.mark.timeout(300)
 def test_distributed_index_batching_equals_one_process():
     args = dict(hidden=4, epochs=1, batch_size=16, max_batches=3, seed=1)
-    ranks = run("gnnbook.temporal:train_distributed", 2, args, deadline_s=240)
+    ranks = run("gnnbook.applications.temporal:train_distributed", 2, args, deadline_s=240)
     single = train_distributed(**args)
     assert [r["rank"] for r in ranks] == [0, 1]
     for r in ranks:

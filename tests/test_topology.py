@@ -3,7 +3,7 @@ import itertools
 
 import pytest
 
-from gnnbook.topology import DGX1_NVLINK, LINK_SPECS, Topology, candidate_routes, default_route, dgx1_cluster, plan_time, route_plan
+from gnnbook.comm.topology import DGX1_NVLINK, LINK_SPECS, Topology, candidate_routes, default_route, dgx1_cluster, plan_time, route_plan
 
 
 def test_dgx1_has_the_hybrid_cube_mesh():

@@ -1,11 +1,11 @@
-"""gnnbook.train: accuracy, determinism, early stopping, result record, AUC."""
+"""gnnbook.training.train: accuracy, determinism, early stopping, result record, AUC."""
 import numpy as np
 import pytest
 import torch
 
 from gnnbook.data import load_dataset
-from gnnbook.memory import PeakMemory
-from gnnbook.train import (
+from gnnbook.base.memory import PeakMemory
+from gnnbook.training.train import (
     accuracy,
     fit_node_classifier,
     model_input,

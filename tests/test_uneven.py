@@ -6,16 +6,16 @@ import time
 import pytest
 import torch
 
-from gnnbook.parallel import ProcessFailed, run, run_sequence
-from gnnbook.parallel.uneven import replay_uneven
+from gnnbook.base.launch import ProcessFailed, run, run_sequence
+from gnnbook.comm.uneven import replay_uneven
 
 UNEVEN = [5, 3]
 
 
 def test_join_and_truncate_finish_and_equal_the_replay():
-    runs = run_sequence([("gnnbook.parallel.uneven:train_uneven", {"steps": UNEVEN, "mode": mode})
+    runs = run_sequence([("gnnbook.comm.uneven:train_uneven", {"steps": UNEVEN, "mode": mode})
                          for mode in ("join", "truncate")] +
-                        [("gnnbook.parallel.uneven:train_uneven", {"steps": [4, 4], "mode": "plain"})], 2)
+                        [("gnnbook.comm.uneven:train_uneven", {"steps": [4, 4], "mode": "plain"})], 2)
     for out, (steps, mode) in zip(runs, [(UNEVEN, "join"), (UNEVEN, "truncate"), ([4, 4], "plain")]):
         expected = replay_uneven(steps, mode)
         for rank in out:
@@ -31,7 +31,7 @@ def test_uneven_plain_ddp_hangs_until_the_deadline_which_names_it():
     deadline = 40
     start = time.monotonic()
     with pytest.raises(ProcessFailed, match="deadline of 40 s passed; still running: rank0") as err:
-        run("gnnbook.parallel.uneven:train_uneven", 2, {"steps": UNEVEN, "mode": "plain"}, deadline_s=deadline)
+        run("gnnbook.comm.uneven:train_uneven", 2, {"steps": UNEVEN, "mode": "plain"}, deadline_s=deadline)
     assert time.monotonic() - start < deadline + 20  # stopped near its deadline, everything killed
     # rank 0's stacks (dumped before the kill) show where it waits: the gradient all-reduce in backward
     assert "backward" in str(err.value), str(err.value)[-2000:]
@@ -39,14 +39,14 @@ def test_uneven_plain_ddp_hangs_until_the_deadline_which_names_it():
 
 def test_mismatched_collective_order_aborts_and_debug_mode_names_both_calls():
     with pytest.raises(ProcessFailed, match="EnforceNotMet|SIGABRT"):
-        run("gnnbook.parallel.uneven:mismatched_order", 2, deadline_s=60)
+        run("gnnbook.comm.uneven:mismatched_order", 2, deadline_s=60)
     with pytest.raises(ProcessFailed, match="Detected mismatch between collectives"):
-        run("gnnbook.parallel.uneven:mismatched_order", 2, deadline_s=60,
+        run("gnnbook.comm.uneven:mismatched_order", 2, deadline_s=60,
             env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"})
 
 
 def test_a_missing_collective_times_out_with_the_groups_timeout():
-    out = run("gnnbook.parallel.uneven:missing_collective", 2, {"timeout_s": 2.0}, deadline_s=60)
+    out = run("gnnbook.comm.uneven:missing_collective", 2, {"timeout_s": 2.0}, deadline_s=60)
     assert "Timed out" in out[0]["error"]
     assert 1.9 < out[0]["waited_s"] < 10
     assert out[1]["error"] is None

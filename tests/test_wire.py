@@ -1,7 +1,7 @@
 """The wire counter reads what the kernel says a TCP socket carried."""
 import socket
 
-from gnnbook.wire import WireCounter
+from gnnbook.base.wire import WireCounter
 
 
 def test_counts_payload_of_a_loopback_tcp_connection():

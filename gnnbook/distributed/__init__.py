@@ -3,13 +3,13 @@ remote feature fetches, on a laptop or on a cluster.
 
 Pieces, one module each:
 
-- :mod:`~gnnbook.distributed.partition`: ``partition_dataset`` / ``cached_partition``
+- :mod:`~gnnbook.distributed.partition_files`: ``partition_dataset`` / ``cached_partition``
   (DGL's ``partition_graph``, METIS balancing training nodes and edges, or
   random) and ``load_partition`` (edge-cut fraction, replication factor,
   node / edge / training-node balance);
 - :mod:`~gnnbook.distributed.launcher`: builds the processes of a job (servers and
   trainers with the environment DGL's own launcher gives them), runs them under
-  :class:`gnnbook.procs.ProcessGroup` (fail fast, deadline, no orphans, shared
+  :class:`gnnbook.base.procs.ProcessGroup` (fail fast, deadline, no orphans, shared
   memory removed), ``render`` for a dry run;
 - :mod:`~gnnbook.distributed.emulation`: **the one place where DGL is adapted** so
   that K partitions run as K machines on one host without root (DGL 2.1.0
@@ -56,8 +56,8 @@ from __future__ import annotations
 from typing import Any
 
 _EXPORTS = {
-    "partition_dataset": "partition", "partition_graph": "partition", "cached_partition": "partition",
-    "load_partition": "partition", "PartitionReport": "partition", "PartitionError": "partition",
+    "partition_dataset": "partition_files", "partition_graph": "partition_files", "cached_partition": "partition_files",
+    "load_partition": "partition_files", "PartitionReport": "partition_files", "PartitionError": "partition_files",
     "plan_job": "launcher", "render": "launcher", "run_job": "launcher", "Job": "launcher",
     "JobFailed": "launcher", "LaunchError": "launcher", "read_host_file": "launcher",
     "TrainConfig": "config", "train_standalone": "trainer", "load_checkpoint": "trainer",

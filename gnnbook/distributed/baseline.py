@@ -24,7 +24,8 @@ import dgl
 import torch
 import torch.nn.functional as F
 
-from ..train import accuracy, sampling_on_one_thread, set_seed
+from ..base.seeding import sampling_on_one_thread, set_seed
+from ..training.train import accuracy
 from .config import TrainConfig, make_model, node_data_keys
 
 

@@ -8,7 +8,7 @@ DistDGL script with :meth:`run`, and leave nothing behind: on leaving the
 ``with`` block (or on any failure) every process is gone, the job's
 shared-memory segments are removed, and namespaces are torn down; if the
 process that runs the cluster is killed (a restarted notebook kernel), the
-job's watchdog (:mod:`gnnbook.reaper`) does the same.  The folder of a job
+job's watchdog (:mod:`gnnbook.base.reaper`) does the same.  The folder of a job
 that failed is kept, and its path printed, so that its logs can be read.
 Each job has a folder of its own (``job<N>-<random>``), so that jobs sharing
 a working directory (``Cluster``'s ``./gnnbook-jobs``) never overwrite each other.
@@ -37,7 +37,7 @@ from typing import Any
 
 from .config import TrainConfig
 from .launcher import Job, JobPlan, LaunchError, plan_job, read_host_file, render, run_with_fresh_ports
-from .partition import read_config
+from .partition_files import read_config
 from .repeatable import check_repeatable
 
 RUN_DEADLINE_S = 600.0  # any script: its work is unknown

@@ -32,10 +32,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
-from ..procs import ProcessFailed
+from ..base.procs import ProcessFailed
 from .config import TrainConfig
 from .launcher import JobPlan, LaunchError
-from .partition import METHODS, PartitionError
+from .partition_files import METHODS, PartitionError
 
 
 def _options(pairs: list[str]) -> dict[str, Any]:
@@ -71,7 +71,7 @@ def _guard(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.N
 
 
 def _partition(args: argparse.Namespace) -> int:
-    from .partition import load_partition, partition_dataset
+    from .partition_files import load_partition, partition_dataset
 
     if args.read:
         config = Path(args.read)
@@ -103,7 +103,7 @@ BASELINE_SEEDS = 5  # ~1 s each on Cora; seed-to-seed spread is ~0.5 point
 def _dist_train(args: argparse.Namespace) -> int:
     from .baseline import train_single_process
     from .emulation import job_segments
-    from .partition import cached_partition
+    from .partition_files import cached_partition
 
     config = TrainConfig.from_args(args)
     if args.part_config:
@@ -162,7 +162,7 @@ def _check_inputs(part_config: Path, config: TrainConfig, num_trainers: int) -> 
     """Refuse, before any process starts, what the trainers would refuse."""
     from .checkpoint import resume_state
     from .config import node_data_keys
-    from .partition import node_data_names, read_config
+    from .partition_files import node_data_names, read_config
 
     node_data_keys(node_data_names(part_config), config.feat_name, config.label_name)
     resume_state(config, int(read_config(part_config)["num_parts"]) * num_trainers, part_config)
@@ -180,7 +180,7 @@ def fill_placeholders(plan: JobPlan, num_trainers: int, num_servers: int, num_sa
         >>> plan.processes[0].argv                                                   # doctest: +SKIP
         ['python3', 'node_classification.py', '--ip_config', '/tmp/gnnbook-dist-x/ip_config.txt']
     """
-    from .partition import read_config
+    from .partition_files import read_config
 
     meta = read_config(plan.part_config)
     values = dict(ip_config=str(plan.ip_config), part_config=str(plan.part_config), graph_name=meta["graph_name"],

@@ -18,6 +18,19 @@ from ..models import MODEL_DEFAULTS, build_model
 
 MODELS = ("sage", "gat")
 
+# The trainer's feature-cache policies (gnnbook.distributed.feature_cache), checked here with the other settings.
+CACHE_POLICIES = ("none", "degree", "presample")
+
+
+def check_cache_options(policy: str, fraction: float) -> None:
+    """ValueError naming the value and the choices for a policy or fraction the cache cannot take."""
+    if policy not in CACHE_POLICIES:
+        raise ValueError(f"unknown cache policy '{policy}'; use one of {', '.join(CACHE_POLICIES)} "
+                         "(--cache-policy)")
+    if not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
+        raise ValueError(f"cache fraction {fraction!r} is outside (0, 1]: it is the share of all nodes whose "
+                         "rows each trainer caches, e.g. --cache-fraction 0.1")
+
 
 @dataclass
 class TrainConfig:
@@ -60,8 +73,6 @@ class TrainConfig:
             raise ValueError(f"unknown model '{self.model}' for the distributed trainer; use one of {', '.join(MODELS)}")
         if self.epochs < 1 or self.batch_size < 1 or not self.fanouts:
             raise ValueError("epochs and batch_size must be >= 1 and fanouts non-empty (one per layer)")
-        from .feature_cache import check_cache_options
-
         check_cache_options(self.cache_policy, self.cache_fraction)
         if (self.resume or self.resume_if_present) and not self.checkpoint_dir:
             raise ValueError("resume needs checkpoint_dir (where the last run saved its checkpoints)")

@@ -8,7 +8,7 @@ and the remote misses) through the :class:`dgl.distributed.DistTensor`.
 Features never change during training, so a cached row is the server's row,
 bit for bit: the cache changes where a row comes from, never its value.
 
-Which rows (:func:`select_cached_nodes`, the same terms as ``gnnbook.cache``'s simulator):
+Which rows (:func:`select_cached_nodes`, the same terms as ``gnnbook.ch5_minibatch.caching``'s simulator):
 
 - ``degree`` (PaGraph): highest degree first, the nodes most neighbours can sample;
 - ``presample`` (GNNLab): the trainer runs its own sampler over its own training
@@ -33,19 +33,7 @@ from typing import Callable
 
 import torch
 
-from ..cache import top_ranked
-
-POLICIES = ("none", "degree", "presample")
-
-
-def check_cache_options(policy: str, fraction: float) -> None:
-    """ValueError naming the value and the choices for a policy or fraction the cache cannot take."""
-    if policy not in POLICIES:
-        raise ValueError(f"unknown cache policy '{policy}'; use one of {', '.join(POLICIES)} "
-                         "(--cache-policy)")
-    if not isinstance(fraction, (int, float)) or not 0 < fraction <= 1:
-        raise ValueError(f"cache fraction {fraction!r} is outside (0, 1]: it is the share of all nodes whose "
-                         "rows each trainer caches, e.g. --cache-fraction 0.1")
+from ..ch5_minibatch.caching import top_ranked
 
 
 def cache_capacity(fraction: float, num_nodes: int) -> int:
@@ -140,7 +128,7 @@ def presample_counts(loader, num_nodes: int) -> torch.Tensor:
 def simulator_inputs(part_config) -> tuple:
     """``(graph, parts, train_nids_per_part)`` of a partition config, in the node
     ids the DistDGL job uses (partitions own consecutive id ranges): what
-    ``gnnbook.cache.simulate_partitioned_cache`` takes to predict this job's
+    ``gnnbook.ch5_minibatch.caching.simulate_partitioned_cache`` takes to predict this job's
     hit rate, ties between equal scores then broken on the same ids.
 
     Example:
@@ -150,7 +138,7 @@ def simulator_inputs(part_config) -> tuple:
     """
     from .baseline import whole_graph
 
-    from .partition import read_config
+    from .partition_files import read_config
 
     graph = whole_graph(part_config)
     node_map = read_config(part_config)["node_map"]  # {ntype: [[start, end) per partition]}

@@ -11,7 +11,7 @@ gives it, so an unmodified DistDGL script works: servers run the script with
 (``MASTER_ADDR``, ``MASTER_PORT``, ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
 ``LOCAL_WORLD_SIZE``, ``GROUP_RANK``).  We start each trainer ourselves instead
 of through ``torch.distributed.run`` so that one supervisor
-(:class:`gnnbook.procs.ProcessGroup`) sees every process by name.
+(:class:`gnnbook.base.procs.ProcessGroup`) sees every process by name.
 
 Three ways to place machine m (partition m):
 
@@ -32,7 +32,7 @@ processes are killed), a server that exits while trainers still run stops it
 after 10 s, a trainer that exits 0 while its peers still run stops it after
 30 s, a global deadline stops a hang (after a stack dump of every process into
 its log), and the job's shared-memory segments are removed.  If the
-launching process itself is killed, :mod:`gnnbook.reaper` does the same.
+launching process itself is killed, :mod:`gnnbook.base.reaper` does the same.
 :class:`JobFailed` names the process and shows its log; the logs are kept.
 
 Example:
@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from ..procs import ProcessFailed, ProcessGroup
+from ..base.procs import ProcessFailed, ProcessGroup
 from . import emulation
 
 MODES = ("local", "netns", "cluster")
@@ -229,7 +229,7 @@ def plan_job(part_config: str | Path, command: list[str], num_trainers: int = 1,
              omp_threads: int = 1, netns_machines: list[Machine] | None = None) -> JobPlan:
     """Everything the job will run, where, with which variables; nothing starts.
     The number of machines is the number of partitions in ``part_config``."""
-    from .partition import read_config
+    from .partition_files import read_config
 
     if mode not in MODES:
         raise LaunchError(f"unknown mode '{mode}'; use one of {', '.join(MODES)}")

@@ -1,0 +1,12 @@
+"""Layer 1, the base: processes, their watchdog, measurement and the environment (no book section:
+what every chapter's real processes and measured claims stand on).
+
+- ``procs``: supervised process groups (deadline, fail fast, nothing left behind); ``reaper``, their
+  watchdog that outlives a killed launcher;
+- ``launch`` / ``worker``: a function run in N real ranks joined by torch.distributed (gloo);
+- ``memory``: peak memory of a block of code; ``wire``: bytes measured on this process's TCP sockets;
+- ``seeding``: one seed for everything, DGL's sampler on one thread; ``errors``: ``UserError``;
+  ``env``: the installed versions against the course's pins.
+"""
+
+__all__ = ["env", "errors", "launch", "memory", "procs", "reaper", "seeding", "wire", "worker"]

@@ -1,0 +1,149 @@
+"""Pipeline parallelism, GPipe style: the batch is cut into ``m`` micro-batches
+that flow through ``p`` stages (one rank each); all forwards, then all
+backwards; gradients accumulate over micro-batches, so one step equals a
+full-batch step.  Each stage times its own compute (busy time); the pipeline's
+wall time runs from the common start to the last stage's finish, and a stage's
+bubble is the idle share ``1 - busy / wall``.  GPipe predicts a bubble of
+``(p-1)/(m+p-1)`` when stages are balanced and communication is free.  The
+CPU seconds of the compute are timed too: ``cpu_share`` (CPU / wall seconds
+of compute) is ~1 when each stage had a core to itself and lower when other
+processes took the cores -- then the machine, not the pipeline, sets the bubble.
+
+Example:
+    >>> bubble_formula(2, 4)
+    0.2
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from ..comm.collectives import Comm
+from .model_parallel import local_stage
+from .toy import make_data
+
+
+def bubble_formula(stages: int, micro_batches: int) -> float:
+    return (stages - 1) / (micro_batches + stages - 1)
+
+
+def _one_step(stage: nn.Sequential, x: torch.Tensor, y: torch.Tensor, m: int, d_in: int, d_out: int,
+              comm: Comm, emulated_s: float = 0.0) -> dict[str, float]:
+    rank, world = dist.get_rank(), dist.get_world_size()
+    first, last = rank == 0, rank == world - 1
+    xs, ys = x.chunk(m), y.chunk(m)
+    rows = [c.shape[0] for c in xs]
+    busy = cpu = 0.0  # wall and CPU seconds spent computing
+    inputs, outputs, sends = [], [], []
+    comm.barrier()
+    start = time.perf_counter()
+    for i in range(m):  # forward: all micro-batches
+        if first:
+            inp = xs[i]
+        else:
+            inp = torch.empty(rows[i], d_in)
+            comm.recv(inp, rank - 1)
+            inp.requires_grad_(True)
+        t0, c0 = time.perf_counter(), time.thread_time()
+        out = stage(inp)
+        if emulated_s:
+            time.sleep(emulated_s * rows[i] / x.shape[0])
+        if last:
+            out = nn.functional.mse_loss(out, ys[i]) * (rows[i] / x.shape[0])  # the full-batch mean, piecewise
+        busy += time.perf_counter() - t0
+        cpu += time.thread_time() - c0
+        if not last:
+            sends.append(comm.isend(out.detach(), rank + 1))
+        inputs.append(inp)
+        outputs.append(out)
+    for i in range(m):  # backward: all micro-batches
+        if last:
+            grad = None
+        else:
+            grad = torch.empty(rows[i], d_out)
+            comm.recv(grad, rank + 1)
+        t0, c0 = time.perf_counter(), time.thread_time()
+        outputs[i].backward(grad)
+        if emulated_s:
+            time.sleep(2 * emulated_s * rows[i] / x.shape[0])  # backward ~ twice the forward
+        busy += time.perf_counter() - t0
+        cpu += time.thread_time() - c0
+        if not first:
+            sends.append(comm.isend(inputs[i].grad, rank - 1))
+    end = time.perf_counter()
+    for work in sends:
+        work.wait()
+    return {"start": start, "end": end, "busy": busy, "cpu": cpu}
+
+
+def run_pipeline(width: int = 512, layers_per_stage: int = 4, batch: int = 512,
+                 micro_batches: list[int] = (1, 4, 8), repeats: int = 3, lr: float = 0.01,
+                 seed: int = 0, emulated_s: float = 0.0) -> dict[str, Any]:
+    """Time one training step for each ``m`` in ``micro_batches`` (``repeats`` times
+    each, after a warm-up); then take one SGD step with the last gradients of
+    the last ``m`` and return this stage's parameters (to compare with one process).
+
+    ``emulated_s`` > 0 adds, per stage, that many seconds of sleep to the
+    forward pass of the whole batch (twice as much to the backward), split
+    over the micro-batches and counted as busy time: a stand-in for compute
+    that needs no CPU, to check the *schedule* on a machine whose cores are
+    taken by other programs.  The default 0 measures real matrix products only.
+
+    ``perf_counter`` is the system-wide monotonic clock on Linux, so start and
+    end times of different ranks can be compared by the caller.
+    """
+    rank, world = dist.get_rank(), dist.get_world_size()
+    sizes = [width] * (layers_per_stage * world + 1)
+    stage, d_in, d_out = local_stage(sizes, rank, world, seed)
+    x, y = make_data(batch, width, width, seed)
+    comm = Comm()
+    timings: dict[str, list[dict[str, float]]] = {}
+    _one_step(stage, x, y, 2, d_in, d_out, comm)  # warm-up (allocator, first-call costs)
+    for m in micro_batches:
+        if batch % m:
+            raise ValueError(f"batch {batch} does not split into {m} equal micro-batches")
+        runs = []
+        for _ in range(repeats):
+            stage.zero_grad()
+            comm = Comm()
+            timing = _one_step(stage, x, y, m, d_in, d_out, comm, emulated_s)
+            comm.read()   # measured after the timed step (a quiet point of both stages)
+            runs.append({**timing, "bytes_sent": comm.sent, "formula_sent": comm.formula[0]})
+        timings[str(m)] = runs
+    with torch.no_grad():
+        for p in stage.parameters():
+            p -= lr * p.grad
+    return {"timings": timings, "params": [p.detach().clone() for p in stage.parameters()], "sizes": sizes}
+
+
+def bubble_fractions(per_rank: list[dict[str, Any]]) -> dict[int, dict[str, float]]:
+    """From the ranks' results: per ``m`` the measured bubble (mean over stages,
+    median over repeats), the formula, and the stages' busy and wall seconds.
+
+    Example:
+        >>> fake = [{"timings": {"1": [{"start": 0.0, "end": 2.0, "busy": 1.0}]}}] * 2
+        >>> bubble_fractions(fake)[1]["measured"]
+        0.5
+    """
+    import statistics
+
+    out = {}
+    stages = len(per_rank)
+    for key in per_rank[0]["timings"]:
+        bubbles, walls, busies, shares = [], [], [], []
+        for rep in range(len(per_rank[0]["timings"][key])):
+            runs = [r["timings"][key][rep] for r in per_rank]
+            wall = max(t["end"] for t in runs) - min(t["start"] for t in runs)
+            bubbles.append(sum(1 - t["busy"] / wall for t in runs) / stages)
+            walls.append(wall)
+            busies.append(sum(t["busy"] for t in runs) / stages)
+            shares.append(sum(t.get("cpu", t["busy"]) for t in runs) / max(sum(t["busy"] for t in runs), 1e-12))
+        m = int(key)
+        out[m] = {"measured": statistics.median(bubbles), "formula": bubble_formula(stages, m),
+                  "wall_s": statistics.median(walls), "busy_s": statistics.median(busies),
+                  "cpu_share": statistics.median(shares)}
+    return out

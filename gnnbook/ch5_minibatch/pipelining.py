@@ -1,0 +1,144 @@
+"""The training loop that the serial and the pipelined minibatch sources of
+:mod:`gnnbook.ch5_minibatch.prefetch` feed, its per-step timeline, and the SALIENT
+bound (book 5.2.1): serial epoch ~ sum(stages), pipelined epoch >= max(stage).
+
+Example:
+    >>> from gnnbook.data import load_dataset
+    >>> from gnnbook.ch5_minibatch.prefetch import SerialLoader
+    >>> g = load_dataset("cora")                                                          # doctest: +SKIP
+    >>> run = run_loop(SerialLoader(g, torch.arange(256), [5, 5], 64), g, hidden=16)  # doctest: +SKIP
+    >>> run.pipeline_bound()["speedup_bound"] > 1                                         # doctest: +SKIP
+    True
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Sequence
+
+import dgl
+import numpy as np
+import torch
+
+from ..training.minibatch import minibatch_step
+from ..models import build_model
+from .prefetch import Minibatch, PrefetchingLoader, SerialLoader, _one_thread, now
+
+
+@dataclass
+class LoopRun:
+    """What one loop did: per-step stage intervals (seconds from the loop's
+    start), per-epoch times, losses, and (optionally) the minibatches' node ids."""
+    timeline: list[dict[str, Any]]
+    epoch_seconds: list[float]
+    losses: list[float]
+    batches: list[tuple[torch.Tensor, torch.Tensor]] = field(default_factory=list)
+
+    def stage_seconds(self) -> dict[str, float]:
+        """Each stage's total time per epoch (mean over epochs)."""
+        epochs = max(1, len(self.epoch_seconds))
+        return {stage: sum(s[stage][1] - s[stage][0] for s in self.timeline if s.get(stage)) / epochs
+                for stage in ("sample", "fetch", "wait", "compute")}
+
+    def pipeline_bound(self) -> dict[str, float]:
+        """The SALIENT argument for a two-stage pipeline (producer = sample + fetch,
+        consumer = compute): serial ~ sum(stages), pipelined >= max(stage)."""
+        s = self.stage_seconds()
+        stages = {"sample+fetch": s["sample"] + s["fetch"], "compute": s["compute"]}
+        total, slowest = sum(stages.values()), max(stages.values())
+        return dict(**stages, sum_stages=total, max_stage=slowest, speedup_bound=total / slowest)
+
+
+def run_loop(source: Iterable[Minibatch], graph: dgl.DGLGraph, hidden: int = 64, num_layers: int = 2,
+             seed: int = 0, lr: float = 0.01, step: Callable[..., float] = minibatch_step,
+             keep_batches: bool = False, model_name: str = "sage", **model_options: Any) -> LoopRun:
+    """Train ``model_name`` on the minibatches of ``source`` with
+    :func:`gnnbook.training.minibatch.minibatch_step` (or ``step``), torch and DGL on one
+    thread, and record when each stage of each step ran.  ``model_options``
+    go to :func:`gnnbook.models.build_model` (e.g. ``dropout=0.0``).
+
+    Example:
+        >>> from gnnbook.data import load_dataset
+        >>> g = load_dataset("cora")                                                          # doctest: +SKIP
+        >>> run = run_loop(SerialLoader(g, torch.arange(256), [5, 5], 64), g, hidden=16)  # doctest: +SKIP
+        >>> len(run.timeline)                                                                 # doctest: +SKIP
+        4
+    """
+    feat, labels = graph.ndata["feat"], graph.ndata["label"]
+    torch.manual_seed(seed)
+    model = build_model(model_name, feat.shape[1], int(labels.max()) + 1, hidden=hidden, num_layers=num_layers,
+                        **model_options)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    timeline, losses, batches, epoch_ends = [], [], [], {}
+    with _one_thread():
+        origin = now()
+        for mb in source:
+            start = now()
+            # The rows are already fetched (mb.x, mb.y): the step takes all of them (slice(None)).
+            losses.append(step(model, optimizer, mb.x, mb.y, slice(None), slice(None), mb.blocks))
+            end = now()
+            timeline.append(dict(epoch=mb.epoch, step=mb.step, input_nodes=len(mb.input_nodes),
+                                 sample=_rel(mb.sample, origin), fetch=_rel(mb.fetch, origin),
+                                 wait=_rel(mb.wait, origin), compute=(start - origin, end - origin)))
+            epoch_ends[mb.epoch] = end - origin
+            if keep_batches:
+                batches.append((mb.input_nodes.clone(), mb.output_nodes.clone()))
+    ends = [epoch_ends[e] for e in sorted(epoch_ends)]
+    return LoopRun(timeline, [b - a for a, b in zip([0.0] + ends[:-1], ends)], losses, batches)
+
+
+def balance_hidden(graph: dgl.DGLGraph, seed_nodes: torch.Tensor, fanouts: Sequence[int], batch_size: int,
+                   seed: int = 0, low: int = 4, high: int = 64, steps: int = 8, **model_options: Any) -> dict[str, float]:
+    """The hidden size at which a step's compute costs about what its sample +
+    fetch cost (serial loop, one thread): compute grows about linearly with
+    the hidden size, so it is measured at ``low`` and ``high`` on ``steps``
+    minibatches (after one warm-up step) and the line is solved, within [low, high].
+
+    Example:
+        >>> from gnnbook.data import load_dataset
+        >>> g = load_dataset("cora")                                                      # doctest: +SKIP
+        >>> 4 <= balance_hidden(g, torch.arange(640), [10, 10], 64, dropout=0.0)["hidden"] <= 64  # doctest: +SKIP
+        True
+    """
+    nodes = torch.as_tensor(seed_nodes)[: (steps + 1) * batch_size]
+    producer, compute = [], {}
+    for hidden in (low, high):
+        run = run_loop(SerialLoader(graph, nodes, fanouts, batch_size, seed=seed), graph, hidden=hidden,
+                       num_layers=len(fanouts), seed=seed, **model_options)
+        steps_run = run.timeline[1:] or run.timeline
+        producer += [s["sample"][1] - s["sample"][0] + s["fetch"][1] - s["fetch"][0] for s in steps_run]
+        compute[hidden] = float(np.mean([s["compute"][1] - s["compute"][0] for s in steps_run]))
+    target = float(np.mean(producer))
+    slope = (compute[high] - compute[low]) / (high - low)
+    hidden = high if slope <= 0 else low + (target - compute[low]) / slope
+    return dict(hidden=int(round(min(high, max(low, hidden)))), sample_fetch_s=target,
+                compute_low_s=compute[low], compute_high_s=compute[high])
+
+
+def compare_loops(graph: dgl.DGLGraph, seed_nodes: torch.Tensor, fanouts: Sequence[int], batch_size: int,
+                  hidden: int, epochs: int = 3, seed: int = 0, depth: int = 2, deadline_s: float = 300.0,
+                  **model_options: Any) -> dict[str, list]:
+    """Serial and pipelined epochs of the same minibatches, alternating (a
+    serial epoch, then the pipelined one), so that a machine whose load drifts
+    slows both alike.  Returns ``{"serial": [LoopRun per epoch], "pipelined": [...]}``.
+
+    Example:
+        >>> from gnnbook.data import load_dataset
+        >>> g = load_dataset("cora")                                                       # doctest: +SKIP
+        >>> runs = compare_loops(g, torch.arange(640), [10, 10], 64, hidden=8, epochs=2)    # doctest: +SKIP
+        >>> len(runs["serial"]), len(runs["pipelined"])                                    # doctest: +SKIP
+        (2, 2)
+    """
+    serial = SerialLoader(graph, seed_nodes, fanouts, batch_size, epochs=epochs, seed=seed)
+    runs: dict[str, list] = {"serial": [], "pipelined": []}
+    options = dict(hidden=hidden, num_layers=len(fanouts), seed=seed, **model_options)
+    with PrefetchingLoader(graph, seed_nodes, fanouts, batch_size, epochs=epochs, seed=seed, depth=depth,
+                           deadline_s=deadline_s) as pipelined:
+        for _ in range(epochs):
+            runs["serial"].append(run_loop(serial.epoch(), graph, **options))
+            runs["pipelined"].append(run_loop(pipelined.epoch(), graph, **options))
+    return runs
+
+
+
+def _rel(interval: tuple[float, float] | None, origin: float) -> tuple[float, float] | None:
+    return None if interval is None else (interval[0] - origin, interval[1] - origin)

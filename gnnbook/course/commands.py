@@ -1,0 +1,82 @@
+"""Teachers' commands for ``python -m gnnbook``: ``release``, ``autograde``, ``course``, ``site``.
+
+Example:
+    $ python -m gnnbook release --out release
+    $ python -m gnnbook autograde submissions/ --grades build/grades.csv
+    $ python -m gnnbook course chapters/02_gnn_models.ipynb
+    $ python -m gnnbook site
+"""
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from ..base.errors import UserError
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+
+def _release(args: argparse.Namespace) -> int:
+    from .release import ReleaseError, default_labs, release
+
+    try:
+        labs = [Path(p) for p in args.labs] or default_labs(REPO_ROOT)
+        for path in release(labs, Path(args.out)):
+            print(f"student version: {path}")
+    except ReleaseError as exc:
+        raise UserError(str(exc)) from None
+    return 0
+
+
+def _autograde(args: argparse.Namespace) -> int:
+    from .release import ReleaseError, autograde, default_labs, grades_summary
+
+    try:
+        labs = [Path(p) for p in args.labs] or default_labs(REPO_ROOT)
+        rows = autograde(Path(args.submissions), labs, Path(args.grades), Path(args.autograded))
+    except ReleaseError as exc:
+        raise UserError(str(exc)) from None
+    print(grades_summary(rows))
+    print(f"\ngrade table: {args.grades}; executed submissions: {args.autograded}")
+    return 0
+
+
+def _course(args: argparse.Namespace) -> int:
+    from .course_run import default_notebooks, report, run_course
+
+    notebooks = [Path(p) for p in args.notebooks] or default_notebooks(REPO_ROOT)
+    runs = run_course(notebooks, Path(args.out), timeout_s=args.timeout)
+    table, passed = report(runs)
+    print("\n" + table)
+    return 0 if passed else 1
+
+
+def _site(args: argparse.Namespace) -> int:
+    from .site import build_site
+
+    print(f"site: {build_site(Path(args.executed), Path(args.out))}")
+    return 0
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    """Add the teachers' commands to the course's command line."""
+    p = sub.add_parser("release", help="student versions of the labs (nbgrader), solutions removed")
+    p.add_argument("labs", nargs="*", help="lab notebooks (default: labs/*.ipynb)")
+    p.add_argument("--out", default=str(REPO_ROOT / "release"))
+    p.set_defaults(func=_release)
+    p = sub.add_parser("autograde", help="grade submitted labs (nbgrader) into a CSV of per-task points")
+    p.add_argument("submissions", help="folder with one sub-folder per student holding <lab>.ipynb files")
+    p.add_argument("--labs", nargs="*", default=[], help="the teacher's labs (default: labs/*.ipynb)")
+    p.add_argument("--grades", default=str(REPO_ROOT / "build" / "grades.csv"))
+    p.add_argument("--autograded", default=str(REPO_ROOT / "build" / "autograded"),
+                   help="where the executed submissions are kept")
+    p.set_defaults(func=_autograde)
+    p = sub.add_parser("course", help="run every notebook with papermill and print the table of claims")
+    p.add_argument("notebooks", nargs="*", help="notebooks to run (default: chapters/*.ipynb labs/*.ipynb)")
+    p.add_argument("--out", default=str(REPO_ROOT / "build" / "course"))
+    p.add_argument("--timeout", type=float, default=1800, help="seconds one cell may run")
+    p.set_defaults(func=_course)
+    p = sub.add_parser("site", help="the course website from the executed notebooks of `course`")
+    p.add_argument("--executed", default=str(REPO_ROOT / "build" / "course"))
+    p.add_argument("--out", default=str(REPO_ROOT / "build" / "site"))
+    p.set_defaults(func=_site)

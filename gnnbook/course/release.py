@@ -1,0 +1,264 @@
+"""The labs' classroom release and autograding, driven by nbgrader.
+
+The labs carry no nbgrader metadata of their own: it is derived here, each
+time, from two conventions that the notebooks already follow, so that editing
+a lab never breaks its release:
+
+- a code cell with ``### BEGIN SOLUTION`` / ``### END SOLUTION`` is a
+  *solution* cell (nbgrader replaces the region by ``raise NotImplementedError()``);
+- a code cell whose source starts with ``# Check`` is a *graded*, locked cell
+  worth :data:`POINTS_PER_CHECK` points (nbgrader restores it from the teacher's
+  version before grading, so a student cannot weaken it).
+
+Cells belong to the task of the last ``Task N`` heading above them (task 1
+when a lab has no such heading); grade ids are ``task<N>-solution<k>`` and
+``task<N>-check<k>``, and the grade table adds points up per task.
+
+nbgrader works on a course directory (``source/``, ``release/``,
+``submitted/``, ``autograded/`` and a gradebook database); one is built in a
+temporary folder for every command, and only the results leave it.
+
+Example:
+    >>> import nbformat
+    >>> nb = nbformat.v4.new_notebook(cells=[
+    ...     nbformat.v4.new_markdown_cell("## Task 1 · add"),
+    ...     nbformat.v4.new_code_cell("def add(a, b):\\n    ### BEGIN SOLUTION\\n    return a + b\\n    ### END SOLUTION"),
+    ...     nbformat.v4.new_code_cell("# Check: add works\\nassert add(2, 3) == 5")])
+    >>> [c.metadata.nbgrader["grade_id"] for c in annotate(nb, "demo").cells[1:]]
+    ['task1-solution1', 'task1-check1']
+"""
+from __future__ import annotations
+
+import csv
+import io
+import os
+import re
+import shutil
+import sys
+import tempfile
+import warnings
+from collections import defaultdict
+from pathlib import Path
+
+import nbformat
+
+from .claims import write_text_atomic
+
+BEGIN_SOLUTION = "### BEGIN SOLUTION"
+END_SOLUTION = "### END SOLUTION"
+CHECK_PREFIX = "# Check"
+POINTS_PER_CHECK = 1
+TASK_HEADING = re.compile(r"^#+\s.*?\bTask\s+(\d+)", re.MULTILINE)
+# One cell may take this long in the autograder (lab 8 starts a distributed job).
+CELL_TIMEOUT_S = 900
+GRADE_FIELDS = ("student", "lab", "task", "points", "max_points")
+
+
+class ReleaseError(Exception):
+    """A lab or a submission that cannot be released or graded; the message says why and what to do."""
+
+
+def annotate(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
+    """Give ``nb``'s solution and check cells nbgrader metadata, in place; returns ``nb``.
+
+    Any nbgrader metadata already in a cell is replaced, so the conventions
+    above are the only source of truth.  Raises :class:`ReleaseError` when a
+    task has a solution but no check cell (the student could not be graded).
+    """
+    task, counters, solved, checked = 1, defaultdict(int), set(), set()
+    for cell in nb.cells:
+        cell.metadata.pop("nbgrader", None)
+        if cell.cell_type != "code":
+            cell.source = _quote_markers(cell.source)
+        if cell.cell_type == "markdown":
+            heading = TASK_HEADING.search(cell.source)
+            task = int(heading.group(1)) if heading else task
+            continue
+        if cell.cell_type != "code":
+            continue
+        if BEGIN_SOLUTION in cell.source:
+            kind, flags = "solution", dict(solution=True, grade=False, locked=False)
+            solved.add(task)
+        elif cell.source.lstrip().startswith(CHECK_PREFIX):
+            kind, flags = "check", dict(solution=False, grade=True, locked=True, points=POINTS_PER_CHECK)
+            checked.add(task)
+        else:
+            continue
+        counters[task, kind] += 1
+        cell.metadata["nbgrader"] = dict(schema_version=3, task=False,
+                                         grade_id=f"task{task}-{kind}{counters[task, kind]}", **flags)
+    if not solved:
+        raise ReleaseError(f"{name}: no code cell has a '{BEGIN_SOLUTION}' region; mark the solution "
+                           "code between '### BEGIN SOLUTION' and '### END SOLUTION'.")
+    if solved - checked:
+        raise ReleaseError(f"{name}: task(s) {sorted(solved - checked)} have a solution but no graded cell; "
+                           f"start the cell that checks them with '{CHECK_PREFIX}'.")
+    return nb
+
+
+def _quote_markers(text: str) -> str:
+    # nbgrader clears a marker region in any cell, prose included; the labs' text names
+    # the markers, so there they get a no-break space, which reads the same.
+    for marker in (BEGIN_SOLUTION, END_SOLUTION):
+        text = text.replace(marker, marker.replace(" SOLUTION", "\u00a0SOLUTION"))
+    return text
+
+
+def is_annotated(nb: nbformat.NotebookNode) -> bool:
+    """Whether any cell already carries nbgrader metadata (a released, then submitted, notebook)."""
+    return any("nbgrader" in cell.metadata for cell in nb.cells)
+
+
+def default_labs(root: Path) -> list[Path]:
+    """The course's labs, ``labs/*.ipynb`` under the repository ``root``."""
+    labs = sorted((root / "labs").glob("*.ipynb"))
+    if not labs:
+        raise ReleaseError(f"no lab notebooks in {root / 'labs'}")
+    return labs
+
+
+def release(labs: list[Path], out: Path) -> list[Path]:
+    """Write the student version of every lab to ``out/<lab>.ipynb``; returns the paths.
+
+    ``out`` is replaced as a whole once every lab is generated, so a failure
+    leaves the previous release untouched.
+    """
+    out = Path(out)
+    with tempfile.TemporaryDirectory(prefix="gnnbook-release-") as tmp:
+        course = _Course(Path(tmp))
+        staged = Path(tmp) / "staged"
+        staged.mkdir()
+        for lab in labs:
+            shutil.copy(course.generate(lab), staged / lab.name)
+        if out.exists():
+            shutil.rmtree(out)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(staged), str(out))
+    return [out / lab.name for lab in labs]
+
+
+def find_submissions(folder: Path, labs: list[Path]) -> list[tuple[str, Path]]:
+    """``(student, notebook)`` pairs from ``folder/<student>/<lab>.ipynb``."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise ReleaseError(f"submissions folder {folder} does not exist; give SUBMISSIONS=<folder> with one "
+                           "sub-folder per student holding the lab notebooks (e.g. alice/lab02_message_passing.ipynb).")
+    names = {lab.name for lab in labs}
+    found, unknown = [], []
+    for student in sorted(p for p in folder.iterdir() if p.is_dir() and not p.name.startswith(".")):
+        for nb in sorted(student.glob("*.ipynb")):
+            (found if nb.name in names else unknown).append((student.name, nb))
+    if unknown:
+        raise ReleaseError(f"these submissions are not labs of the course: {[str(p) for _, p in unknown]}; "
+                           f"name each notebook as its lab: {sorted(names)}.")
+    if not found:
+        raise ReleaseError(f"no submissions in {folder}: expected {folder}/<student>/<lab>.ipynb, "
+                           f"one sub-folder per student, notebooks named as the labs ({sorted(names)}).")
+    return found
+
+
+def autograde(submissions: Path, labs: list[Path], grades_csv: Path,
+              autograded: Path | None = None) -> list[dict]:
+    """Grade every submitted lab with nbgrader and write one CSV row per student, lab and task.
+
+    The check cells are restored from the teacher's lab before the notebook is
+    executed; a check cell that raises scores zero.  ``autograded`` keeps the
+    executed notebooks (to see why a check failed).  Returns the rows.
+    """
+    pairs = find_submissions(Path(submissions), labs)
+    by_name = {lab.name: lab for lab in labs}
+    rows: list[dict] = []
+    with tempfile.TemporaryDirectory(prefix="gnnbook-autograde-") as tmp:
+        course = _Course(Path(tmp))
+        for name in sorted({nb.name for _, nb in pairs}):
+            course.generate(by_name[name])
+        for student, notebook in pairs:
+            rows += course.grade(student, notebook)
+        if autograded is not None:
+            if Path(autograded).exists():
+                shutil.rmtree(autograded)
+            shutil.copytree(course.root / "autograded", autograded)
+    _write_csv_atomic(Path(grades_csv), rows)
+    return rows
+
+
+def grades_summary(rows: list[dict]) -> str:
+    """The grade rows as a text table, with each student's total per lab."""
+    totals: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for r in rows:
+        totals[r["student"], r["lab"]][0] += r["points"]
+        totals[r["student"], r["lab"]][1] += r["max_points"]
+    lines = [f"{'student':<16}{'lab':<28}{'task':<8}{'points':>8}"]
+    for r in rows:
+        lines.append(f"{r['student']:<16}{r['lab']:<28}{r['task']:<8}{r['points']:>5g}/{r['max_points']:g}")
+    for (student, lab), (points, most) in totals.items():
+        lines.append(f"{student:<16}{lab:<28}{'total':<8}{points:>5g}/{most:g}")
+    return "\n".join(lines)
+
+
+class _Course:
+    """An nbgrader course directory in ``root`` with one assignment per lab."""
+
+    def __init__(self, root: Path):
+        from nbgrader.apps import NbGraderAPI
+        from nbgrader.coursedir import CourseDirectory
+        from traitlets.config import Config
+
+        # nbgrader creates its gradebook by running the `alembic` command: the one installed
+        # beside this interpreter, also when the venv is not activated (outside make).
+        bin_dir = str(Path(sys.executable).parent)
+        if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
+            os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
+        self.root = root
+        config = Config()
+        config.CourseDirectory.root = str(root)
+        config.Execute.timeout = CELL_TIMEOUT_S
+        config.Execute.allow_errors = True
+        self.config = config
+        self.api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
+
+    def generate(self, lab: Path) -> Path:
+        """Run ``generate_assignment`` on the annotated lab; returns the student version's path."""
+        name = lab.stem
+        source = self.root / "source" / name / lab.name
+        source.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(annotate(nbformat.read(lab, as_version=4), lab.name), source)
+        self._check(self.api.generate_assignment(name), f"generate_assignment {name}")
+        return self.root / "release" / name / lab.name
+
+    def grade(self, student: str, notebook: Path) -> list[dict]:
+        """Autograde one submission; returns its per-task rows."""
+        from nbgrader.api import Gradebook
+
+        name = notebook.stem
+        nb = nbformat.read(notebook, as_version=4)
+        if not is_annotated(nb):      # the teacher's own lab, solutions in place
+            annotate(nb, str(notebook))
+        target = self.root / "submitted" / student / name / notebook.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, target)
+        with warnings.catch_warnings():   # nbgrader's gradebook trips SQLAlchemy's autoflush warnings
+            warnings.filterwarnings("ignore", message=".*not in session.*")
+            self._check(self.api.autograde(name, student), f"autograde {name} for {student}")
+        per_task: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+        with Gradebook(f"sqlite:///{self.root / 'gradebook.db'}") as gradebook:
+            graded = gradebook.find_submission_notebook(name, name, student)
+            for grade in graded.grades:
+                task = grade.name.split("-")[0]
+                per_task[task][0] += grade.score or 0.0
+                per_task[task][1] += grade.max_score
+        return [dict(student=student, lab=name, task=task, points=points, max_points=most)
+                for task, (points, most) in sorted(per_task.items(), key=lambda kv: int(kv[0][4:]))]
+
+    @staticmethod
+    def _check(result: dict, what: str) -> None:
+        if not result.get("success"):
+            raise ReleaseError(f"nbgrader {what} failed:\n{result.get('log', '')}\n{result.get('error', '')}")
+
+
+def _write_csv_atomic(path: Path, rows: list[dict]) -> None:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=GRADE_FIELDS)
+    writer.writeheader()
+    writer.writerows(rows)
+    write_text_atomic(path, buffer.getvalue())

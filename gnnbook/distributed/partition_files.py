@@ -1,0 +1,356 @@
+"""Partition a dataset for DistDGL and read the result back.
+
+:func:`partition_dataset` runs DGL's ``partition_graph`` (METIS with the
+training nodes and the edges balanced across partitions, or random) on any
+dataset :func:`gnnbook.data.load_dataset` knows, writing into a temporary
+folder that is renamed into place only when complete, so a crash never leaves
+a half-written partition.  :func:`cached_partition` keeps one copy per
+(dataset, method, K) under ``cache_dir()/partitions``.
+
+:func:`load_partition` reads a partition config back and measures what the
+partitioning did: the fraction of edges cut, the replication factor (inner +
+halo nodes over all nodes) and the balance of nodes, edges and training nodes.
+
+The partitioned graph is the dataset with exactly one self-loop per node
+(``gnnbook.training.train.prepare_graph``), the graph the models train on; self-loops
+are never cut and are left out of the edge-cut fraction.
+
+METIS as DGL 2.1.0 calls it is not seeded: two partitionings of the same
+graph differ slightly (cora, K=2: edge cut 0.054-0.067 measured).  The cache
+keeps one partition per (dataset, method, K, seed), so repeated runs use the
+same one; processes that ask for the same one at once wait for a single build
+(a lock on the cache folder) and share it.
+
+Every file gnnbook writes is listed with its SHA-256 in the config
+(``gnnbook.sha256``); :func:`read_config` checks them, so a truncated or
+modified partition is refused before any server starts.  A partition made by
+DGL's own tools has no digests: then only the files' presence and headers are
+checked, and a warning says so.
+
+Example:
+    >>> config = partition_dataset("cora", 2, "metis", "/tmp/cora-2")  # doctest: +SKIP
+    >>> report = load_partition(config)                               # doctest: +SKIP
+    >>> report.num_parts, round(report.edge_cut_fraction, 2)           # doctest: +SKIP
+    (2, 0.04)
+"""
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import hashlib
+import io
+import json
+import os
+import shutil
+import struct
+import tempfile
+import warnings
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+METHODS = ("metis", "random")
+
+
+class PartitionError(ValueError):
+    """A partition cannot be made or read; the message says why and what to do."""
+
+
+@dataclass
+class PartStats:
+    part_id: int
+    inner_nodes: int
+    halo_nodes: int
+    inner_edges: int
+    cut_edges: int  # inner edges whose source is a halo node (self-loops excluded)
+    train_nodes: int
+
+
+@dataclass
+class PartitionReport:
+    """What :func:`load_partition` measured."""
+
+    part_config: str
+    graph_name: str
+    method: str
+    num_parts: int
+    num_nodes: int
+    num_edges: int  # without self-loops
+    edge_cut_fraction: float
+    replication_factor: float  # (inner + halo nodes) / nodes
+    node_balance: float  # max / mean inner nodes
+    edge_balance: float
+    train_balance: float
+    parts: list[PartStats] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def table(self) -> str:
+        """The per-partition numbers and the summary as plain text."""
+        head = f"{'part':>4} {'inner nodes':>11} {'halo nodes':>10} {'inner edges':>11} {'cut edges':>9} {'train':>6}"
+        rows = [f"{p.part_id:>4} {p.inner_nodes:>11} {p.halo_nodes:>10} {p.inner_edges:>11} {p.cut_edges:>9} {p.train_nodes:>6}"
+                for p in self.parts]
+        summary = (f"{self.graph_name}: {self.num_parts} parts ({self.method}), edge cut {self.edge_cut_fraction:.3f}, "
+                   f"replication {self.replication_factor:.3f}, balance nodes {self.node_balance:.3f} "
+                   f"edges {self.edge_balance:.3f} train {self.train_balance:.3f}")
+        return "\n".join([head, *rows, summary])
+
+
+def graph_name_for(dataset: str) -> str:
+    """DGL uses the graph name in shared-memory names: keep it to safe characters."""
+    return "".join(c if c.isalnum() else "_" for c in dataset.lower())
+
+
+def _quietly(fn, *args, **kwargs):
+    """DGL prints a line per step of partitioning; keep stdout clean for --json."""
+    with contextlib.redirect_stdout(io.StringIO()):
+        return fn(*args, **kwargs)
+
+
+def _canonical(graph):
+    """The same graph with edges sorted by (source, destination): METIS's result
+    depends on the order edges are stored in, which differs between loaders."""
+    import dgl
+
+    src, dst = graph.edges()
+    order = torch.argsort(src * graph.num_nodes() + dst)
+    out = dgl.graph((src[order], dst[order]), num_nodes=graph.num_nodes())
+    out.ndata.update(graph.ndata)
+    return out
+
+
+def partition_graph(graph, graph_name: str, num_parts: int, method: str, out_dir: str | Path,
+                    seed: int = 0) -> Path:
+    """Partition a DGLGraph (ndata feat/label/masks) into ``out_dir``; return
+    the partition config path.  ``out_dir`` must not exist yet."""
+    import dgl
+
+    from ..training.train import prepare_graph
+
+    if method not in METHODS:
+        raise PartitionError(f"unknown partition method '{method}'; use one of {', '.join(METHODS)}")
+    if not isinstance(num_parts, int) or num_parts < 1:
+        raise PartitionError(f"the number of partitions must be a positive integer, got {num_parts!r}")
+    if num_parts > graph.num_nodes():
+        raise PartitionError(f"cannot make {num_parts} partitions of a graph with {graph.num_nodes()} nodes; "
+                             "use at most as many partitions as nodes")
+    out_dir = Path(out_dir)
+    if out_dir.exists():
+        raise PartitionError(f"{out_dir} already exists; remove it or choose another --out folder")
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    g = _canonical(prepare_graph(graph))
+    dgl.seed(seed)
+    torch.manual_seed(seed)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    try:
+        _quietly(dgl.distributed.partition_graph, g, graph_name, num_parts, str(tmp), num_hops=1,
+                 part_method=method, balance_ntypes=g.ndata["train_mask"].int() if method == "metis" else None,
+                 balance_edges=method == "metis")
+        # What the trainer needs and DGL does not store; DGL ignores extra keys.
+        config_path = tmp / f"{graph_name}.json"
+        config = json.loads(config_path.read_text())
+        config["gnnbook"] = dict(num_classes=int(g.ndata["label"].max()) + 1, num_features=int(g.ndata["feat"].shape[1]),
+                                 method=method, seed=seed, sha256=_digests(tmp, skip=config_path))
+        config_path.write_text(json.dumps(config, indent=1))
+        # DGL writes paths relative to the config: renaming the folder keeps them valid.
+        os.replace(tmp, out_dir)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return out_dir / f"{graph_name}.json"
+
+
+def partition_dataset(dataset: str, num_parts: int, method: str = "metis", out_dir: str | Path | None = None,
+                      seed: int = 0, **dataset_options: Any) -> Path:
+    """Load ``dataset`` (any name :func:`gnnbook.data.load_dataset` accepts, with
+    its synthetic options) and partition it; see :func:`partition_graph`.
+    Without ``out_dir`` the partition goes to the cache (:func:`cached_partition`)."""
+    from ..data import load_dataset
+
+    if out_dir is None:
+        return cached_partition(dataset, num_parts, method, seed=seed, **dataset_options)
+    return partition_graph(load_dataset(dataset, **dataset_options), graph_name_for(dataset), num_parts,
+                           method, out_dir, seed=seed)
+
+
+def cache_folder(dataset: str, num_parts: int, method: str, seed: int = 0, **dataset_options: Any) -> Path:
+    """``<cache>/partitions/<graph><-option value...>-<method>-<K>[-seed<S>]`` (seed 0 unmarked)."""
+    from ..data.files import cache_dir
+
+    tag = "".join(f"-{k}{v}" for k, v in sorted(dataset_options.items()))
+    seed_tag = f"-seed{seed}" if seed else ""
+    return cache_dir() / "partitions" / f"{graph_name_for(dataset)}{tag}-{method}-{num_parts}{seed_tag}"
+
+
+@contextlib.contextmanager
+def _locked(folder: Path):
+    """Hold an exclusive lock on ``folder`` (a directory: no lock file to leave behind)."""
+    folder.mkdir(parents=True, exist_ok=True)
+    fd = os.open(folder, os.O_RDONLY)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # releases the lock
+
+
+def cached_partition(dataset: str, num_parts: int, method: str = "metis", seed: int = 0,
+                     **dataset_options: Any) -> Path:
+    """The partition config of ``dataset`` in ``cache_dir()/partitions``,
+    partitioning first when there is none (or the cached one is damaged).
+    Concurrent callers wait for one build and all return it."""
+    folder = cache_folder(dataset, num_parts, method, seed, **dataset_options)
+    config = folder / f"{graph_name_for(dataset)}.json"
+    if _intact(config):
+        return config
+    with _locked(folder.parent):
+        if _intact(config):
+            return config  # built by another process while this one waited
+        shutil.rmtree(folder, ignore_errors=True)  # damaged, or from a version that recorded no digests
+        return partition_dataset(dataset, num_parts, method, folder, seed=seed, **dataset_options)
+
+
+def _intact(config_path: Path) -> bool:
+    if not config_path.is_file():
+        return False
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", PartitionWarning)
+            return bool(read_config(config_path).get("gnnbook", {}).get("sha256"))
+    except PartitionError:
+        return False
+
+
+def read_config(part_config: str | Path, verify: bool = True) -> dict[str, Any]:
+    """The partition config as a dict, checked for the fields DistDGL needs and
+    (``verify``) its files checked: SHA-256 for a partition gnnbook wrote,
+    presence and headers for others (see the module docstring)."""
+    path = Path(part_config)
+    if not path.is_file():
+        raise PartitionError(f"partition config {path} does not exist; make one with "
+                             "`python -m gnnbook partition --dataset NAME --num-parts K --out DIR`")
+    try:
+        config = json.loads(path.read_text())
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise PartitionError(f"partition config {path} is not valid JSON ({err}); partition the dataset again") from err
+    missing = [k for k in ("graph_name", "num_parts", "node_map", "edge_map") if not isinstance(config, dict) or k not in config]
+    if missing:
+        raise PartitionError(f"partition config {path} lacks {', '.join(missing)}; it is not a DGL partition "
+                             "config or it is damaged: partition the dataset again")
+    for i in range(int(config["num_parts"])):
+        entry = config.get(f"part-{i}")
+        if not isinstance(entry, dict):
+            raise PartitionError(f"partition config {path} has no entry for part-{i}; partition again")
+        for key in ("node_feats", "part_graph"):
+            file = path.parent / entry.get(key, "")
+            if not file.is_file():
+                raise PartitionError(f"partition config {path}: file {file} of part {i} is missing; partition again")
+    if verify:
+        _verify_files(path, config)
+    return config
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _digests(folder: Path, skip: Path) -> dict[str, str]:
+    return {p.relative_to(folder).as_posix(): _sha256(p) for p in sorted(folder.rglob("*"))
+            if p.is_file() and p != skip}
+
+
+# The first 8 bytes of DGL's files (little-endian magic numbers of DGL 2.1's serializers).
+GRAPH_MAGIC = struct.pack("<Q", 0xDD2E4FF046B4A13F)  # dgl.save_graphs: graph.dgl
+TENSORS_MAGIC = struct.pack("<Q", 0xDD5A9FBE3FA2443F)  # dgl.data.utils.save_tensors: node_feat.dgl, edge_feat.dgl
+_VERIFIED: dict[str, tuple] = {}  # config path -> the files' (name, size, mtime) when last verified
+
+
+def _verify_files(path: Path, config: dict[str, Any]) -> None:
+    files = {(path.parent / config[f"part-{i}"][k]).resolve(): k for i in range(int(config["num_parts"]))
+             for k in ("part_graph", "node_feats", "edge_feats") if config[f"part-{i}"].get(k)}
+    expected = config.get("gnnbook", {}).get("sha256") if isinstance(config.get("gnnbook"), dict) else None
+    if expected:
+        files.update({(path.parent / name).resolve(): "listed" for name in expected})
+    for file in files:
+        if not file.is_file():
+            raise PartitionError(f"partition config {path}: file {file} is missing; partition again")
+    stamp = tuple(sorted((str(f), f.stat().st_size, f.stat().st_mtime_ns) for f in files)) + (path.stat().st_mtime_ns,)
+    if _VERIFIED.get(str(path.resolve())) == stamp:
+        return
+    if expected:
+        for name, digest in expected.items():
+            actual = _sha256(path.parent / name)
+            if actual != digest:
+                raise PartitionError(f"partition file {path.parent / name} is damaged (truncated or modified): its "
+                                     f"SHA-256 is {actual[:16]}..., {path.name} records {digest[:16]}...; "
+                                     "partition the dataset again")
+    else:
+        for file, key in files.items():
+            magic = GRAPH_MAGIC if key == "part_graph" else TENSORS_MAGIC
+            with open(file, "rb") as f:
+                header = f.read(16)
+            if len(header) < 16 or header[:8] != magic:
+                raise PartitionError(f"partition file {file} is damaged or not a DGL file (its header is not DGL's "
+                                     f"{'graph' if key == 'part_graph' else 'tensor'} format); partition again")
+        warnings.warn(f"{path} records no SHA-256 digests (it was not written by gnnbook): only the presence "
+                      "and headers of its files were checked", PartitionWarning, stacklevel=3)
+    _VERIFIED[str(path.resolve())] = stamp
+
+
+class PartitionWarning(UserWarning):
+    """A partition could be checked only partly (no digests recorded)."""
+
+
+def node_data_names(part_config: str | Path) -> list[str]:
+    """The node-data names of a partition (part 0's, without the node-type prefix)."""
+    from dgl.data.utils import load_tensors
+
+    config = read_config(part_config)
+    feats = Path(part_config).parent / config["part-0"]["node_feats"]
+    try:
+        tensors = load_tensors(str(feats))
+    except Exception as err:  # DGL raises assorted errors on damaged files
+        raise PartitionError(f"cannot read the node data of part 0 ({feats}): {err}; partition again") from err
+    return sorted({k.split("/")[-1] for k in tensors})
+
+
+def load_partition(part_config: str | Path) -> PartitionReport:
+    """Read every partition of ``part_config`` and measure edge cut, replication
+    and balance (see :class:`PartitionReport`)."""
+    import dgl
+
+    config = read_config(part_config)
+    parts = []
+    for i in range(int(config["num_parts"])):
+        try:
+            g, node_feats, *_ = _quietly(dgl.distributed.load_partition, str(part_config), i)
+        except Exception as err:  # DGL raises assorted errors on damaged files
+            raise PartitionError(f"cannot read part {i} of {part_config}: {err}; partition again") from err
+        inner = g.ndata["inner_node"].bool()
+        src, dst = g.edges()
+        real = g.edata["inner_edge"].bool() & (src != dst)
+        train = next((v for k, v in node_feats.items() if k.endswith("train_mask")), torch.zeros(0))
+        parts.append(PartStats(i, int(inner.sum()), int((~inner).sum()), int(real.sum()),
+                               int((real & ~inner[src]).sum()), int(train.sum())))
+
+    def balance(values: list[int]) -> float:
+        mean = sum(values) / len(values)
+        return max(values) / mean if mean else 1.0
+
+    num_nodes = sum(p.inner_nodes for p in parts)
+    num_edges = sum(p.inner_edges for p in parts)
+    return PartitionReport(
+        part_config=str(part_config), graph_name=config["graph_name"], method=config.get("part_method", "?"),
+        num_parts=len(parts), num_nodes=num_nodes, num_edges=num_edges,
+        edge_cut_fraction=sum(p.cut_edges for p in parts) / max(1, num_edges),
+        replication_factor=sum(p.inner_nodes + p.halo_nodes for p in parts) / max(1, num_nodes),
+        node_balance=balance([p.inner_nodes for p in parts]), edge_balance=balance([p.inner_edges for p in parts]),
+        train_balance=balance([p.train_nodes for p in parts]), parts=parts,
+    )
