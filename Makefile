@@ -46,9 +46,11 @@ MATRIX_ARGS ?=
 test-matrix: venv
 	$(VENV)/bin/python tests/matrix.py $(MATRIX_ARGS)
 
-# ruff (rules in pyproject.toml) over the package, tests, benchmarks and the notebooks' code.
+# ruff (rules in pyproject.toml) over the package, tests, benchmarks and the notebooks' code, then
+# the package's import contract (import-linter: layers only import downward, no cycles).
 lint: venv
 	$(VENV)/bin/ruff check gnnbook tests benchmarks conftest.py chapters labs
+	$(VENV)/bin/lint-imports --no-cache
 
 # Student versions of the labs (nbgrader): release/<lab>.ipynb, solutions replaced by stubs.
 release: venv
