@@ -1,4 +1,9 @@
-"""``python -m gnnbook``: see :mod:`gnnbook.cli`."""
+"""``python -m gnnbook``: see :mod:`gnnbook.cli`.
+
+Book: none (the command line's entry point).
+
+Used in: no notebook directly.
+"""
 import sys
 
 from .cli import main

@@ -1,5 +1,9 @@
 """The course's command line: ``python -m gnnbook <command>``.
 
+Book: none (the command line over every layer).
+
+Used in: no notebook directly.
+
 Commands: ``env`` (check the pinned versions), ``datasets`` (table of the
 shipped datasets), ``train`` (full-graph training over several seeds), plus the
 distributed ones that ``gnnbook.distributed.commands`` registers and the

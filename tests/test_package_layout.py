@@ -1,4 +1,8 @@
-"""The package's folders must survive packaging tools and common .gitignore templates."""
+"""The package's layout: folders that survive packaging tools, the layers, and module docstrings that
+say where the book has each module and which notebooks use it."""
+import ast
+import json
+import re
 from pathlib import Path
 
 import gnnbook
@@ -20,3 +24,117 @@ def test_distributed_runtime_is_gnnbook_distributed():
 
     assert Path(runtime.__file__).parent.name == "distributed"
     assert not (PACKAGE / "dist").exists()
+
+
+# ----- the layout of issue 19: the folders are the layers, every module says where the book has it -----
+
+ROOT = PACKAGE.parent
+NOTEBOOKS = sorted([*ROOT.glob("chapters/*.ipynb"), *ROOT.glob("labs/*.ipynb")])
+FROM_IMPORT = re.compile(r"from\s+(gnnbook(?:\.\w+)*)\s+import\s+(\([^)]*\)|[^\n]*)")
+
+
+def module_names() -> dict[str, Path]:
+    """Every module of the package (packages excluded), dotted name -> file."""
+    out = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path.name == "__init__.py" or "_site" in path.parts:
+            continue
+        out[".".join(path.relative_to(ROOT).with_suffix("").parts)] = path
+    return out
+
+
+def imported_names(names: str) -> set[str]:
+    """``a, b as c`` or ``(a,\n b)`` -> {"a", "b"}."""
+    names = names.split("#")[0] if "(" not in names else names
+    return {n.split(" as ")[0].strip() for n in names.strip().strip("()").split(",") if n.strip()}
+
+
+def notebooks_using(module: str) -> list[str]:
+    """The notebooks whose code cells import or name ``module`` (``gnnbook.x.y``, ``"gnnbook.x.y:f"`` or
+    ``from gnnbook.x import y``)."""
+    pattern = re.compile(rf"(?<![\w.]){re.escape(module)}(?!\w)")
+    parent, name = module.rsplit(".", 1)
+    users = []
+    for nb in NOTEBOOKS:
+        code = "\n".join("".join(c["source"]) for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code")
+        imported = any(name in imported_names(names) for p, names in FROM_IMPORT.findall(code) if p == parent)
+        if pattern.search(code) or imported:
+            users.append(nb.relative_to(ROOT).as_posix())
+    return users
+
+
+def docstring_fields(path: Path) -> dict[str, str]:
+    """The ``Book:`` and ``Used in:`` paragraphs of a module's docstring (each may wrap over lines)."""
+    doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+    fields = {}
+    for paragraph in doc.split("\n\n"):
+        for key in ("Book:", "Used in:"):
+            if paragraph.startswith(key):
+                fields[key] = " ".join(paragraph[len(key):].split())
+    return fields
+
+
+def test_every_module_docstring_names_its_book_section_first():
+    missing = []
+    for name, path in module_names().items():
+        doc = ast.get_docstring(ast.parse(path.read_text())) or ""
+        paragraphs = doc.split("\n\n")
+        # the summary, then at once the book section (d2l's helpers say where they are defined likewise)
+        if len(paragraphs) < 2 or not paragraphs[1].startswith("Book:"):
+            missing.append(name)
+    assert not missing, f"these modules' docstrings lack a 'Book:' paragraph right after the summary: {missing}"
+
+
+def test_used_in_lists_exactly_the_notebooks_that_use_each_module():
+    wrong = {}
+    for name, path in module_names().items():
+        said = docstring_fields(path).get("Used in:", "")
+        said_list = [] if said.startswith("no notebook") else [s.strip() for s in said.rstrip(".").split(",")]
+        actual = notebooks_using(name)
+        if sorted(said_list) != actual:
+            wrong[name] = (said_list, actual)
+    assert not wrong, "fix the 'Used in:' paragraph (said, actual): " + json.dumps(wrong, indent=1)
+
+
+def test_every_subpackage_declares_all_and_the_layers_contract_names_every_folder():
+    import tomllib
+
+    layers = None
+    config = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    for contract in config:
+        if contract["type"] == "layers":
+            layers = contract["layers"]
+    assert layers, "pyproject.toml has no layers contract for import-linter"
+    top = {p.stem for p in PACKAGE.glob("*.py") if p.stem != "__init__"} | {
+        p.name for p in PACKAGE.iterdir() if p.is_dir() and (p / "__init__.py").exists()}
+    assert top == set(layers), f"every top-level module or folder is one layer: {sorted(top ^ set(layers))}"
+    for init in PACKAGE.rglob("__init__.py"):
+        if "_site" in init.parts or init.parent == PACKAGE:
+            continue
+        tree = ast.parse(init.read_text())
+        names = [t.id for node in tree.body if isinstance(node, ast.Assign) for t in node.targets
+                 if isinstance(t, ast.Name)]
+        assert "__all__" in names, f"{init.relative_to(ROOT)} declares no __all__"
+
+
+def test_no_private_name_is_imported_from_another_module():
+    offenders = []
+    for path in [*PACKAGE.rglob("*.py")]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith("gnnbook")):
+                offenders += [f"{path.relative_to(ROOT)}: {a.name}" for a in node.names
+                              if a.name.startswith("_") and not a.name.startswith("__")]
+    assert not offenders, f"private names imported across modules: {offenders}"
+
+
+def test_imports_inside_the_package_are_relative():
+    absolute = []
+    for path in PACKAGE.rglob("*.py"):
+        if "_site" in path.parts:      # loaded as a top-level sitecustomize: relative imports cannot work there
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and not node.level and (node.module or "").startswith("gnnbook"):
+                absolute.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+            if isinstance(node, ast.Import) and any(a.name.startswith("gnnbook") for a in node.names):
+                absolute.append(f"{path.relative_to(ROOT)}:{node.lineno}")
+    assert not absolute, f"use relative imports inside gnnbook: {absolute}"

@@ -1,5 +1,9 @@
 """Graph recommendation: LightGCN against matrix factorisation, BPR, recall@k and NDCG@k.
 
+Book: 2.4 applications (recommendation), beyond the book.
+
+Used in: labs/lab10_recommendation.ipynb.
+
 Interactions are implicit feedback: every rating is an interaction, whatever
 its stars.  :func:`split_interactions` splits each user's interactions at
 random into train / validation / test (80/10/10 by default), the protocol of

@@ -1,5 +1,9 @@
 """A recommender's embedding table sharded across machines with DistDGL's ``DistEmbedding``.
 
+Book: 2.4 applications (recommendation) at scale, beyond the book.
+
+Used in: labs/lab10_recommendation.ipynb.
+
 Industrial recommenders are embedding tables (one row per user and per item)
 too large for one machine.  Here the table of a matrix-factorisation model
 lives in DistDGL's key-value store, split like the nodes of the user-item

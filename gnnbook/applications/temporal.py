@@ -1,6 +1,10 @@
 """Spatio-temporal forecasting with index-batching: one copy of the series,
 a window is an index range sliced when the batch is made.
 
+Book: 2.4 applications (traffic forecasting), beyond the book.
+
+Used in: labs/lab11_spatiotemporal_index_batching.ipynb.
+
 Most spatio-temporal GNN loaders *materialise* their snapshots: every sliding
 window of ``past`` input steps and ``horizon`` target steps is copied, so the
 dataset holds about ``past + horizon`` copies of the series.  PGT-I

@@ -1,5 +1,9 @@
 """Check that the installed packages match the course's pins.
 
+Book: 8.1 setting up DGL.
+
+Used in: chapters/08_dgl_practice.ipynb.
+
 The pins live in one place, ``pyproject.toml``; this module reads them back
 from the installed package's metadata, so the check can never drift from the
 install.  ``python -m gnnbook env`` prints the table and exits non-zero when a

@@ -1,5 +1,9 @@
 """The one base class of the errors a user's input causes (every layer; the command line prints them).
 
+Book: none (clear errors for every command).
+
+Used in: no notebook directly.
+
 A command that meets bad input (an unknown dataset, too many partitions, a missing file)
 raises :class:`UserError` with a message that names the problem and the fix;
 ``python -m gnnbook`` prints that message as one paragraph, without a traceback, and exits 2.

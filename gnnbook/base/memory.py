@@ -1,5 +1,11 @@
 """Measure the peak memory of a block of code, on the CPU or a GPU.
 
+Book: 1.2.1 why GNN training gets large (measured peak memory).
+
+Used in: chapters/01_introduction.ipynb, chapters/04_gnn_training.ipynb,
+chapters/05g_historical_embeddings.ipynb, labs/lab04_minibatch.ipynb,
+labs/lab10_recommendation.ipynb, labs/lab11_spatiotemporal_index_batching.ipynb.
+
 On Linux the kernel tracks the process's resident-set high-water mark
 (``VmHWM``) and lets a process reset it (``/proc/self/clear_refs``), so the
 peak of any piece of code can be read exactly, whatever allocator made it.

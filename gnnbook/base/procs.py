@@ -1,5 +1,9 @@
 """Supervise a group of OS processes: fail fast, a deadline, nothing left behind.
 
+Book: none (supervised processes: every multi-process chapter).
+
+Used in: no notebook directly.
+
 Every multi-process run in the course (torch.distributed workers, DistDGL
 servers and trainers) goes through :class:`ProcessGroup`.  Each process gets
 its own session (process group) and log file.  The group is watched; the first

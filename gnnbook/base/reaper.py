@@ -1,5 +1,9 @@
 """Nothing of a job outlives its supervisor, even one killed by SIGKILL.
 
+Book: none (the watchdog of every multi-process job).
+
+Used in: no notebook directly.
+
 Every process a :class:`gnnbook.base.procs.ProcessGroup` starts carries the
 environment variable ``GNNBOOK_JOB_<tag>=1``.  Children inherit it, so the
 job's grandchildren (DGL's sampler processes, multiprocessing's resource

@@ -1,5 +1,9 @@
 """Bytes on the wire, measured from this process's own TCP sockets.
 
+Book: 5.5 communication (bytes measured on the sockets).
+
+Used in: no notebook directly.
+
 gloo (torch.distributed on CPU) and DistDGL's RPC move tensors over TCP.  The
 kernel keeps, for every TCP socket, the payload bytes it sent and received
 (``tcpi_bytes_sent``, ``tcpi_bytes_retrans`` and ``tcpi_bytes_received`` in

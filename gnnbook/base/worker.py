@@ -1,5 +1,9 @@
 """The process side of :func:`gnnbook.base.launch.run`: one rank.
 
+Book: 3.2 the distributed training flow (one rank's process).
+
+Used in: chapters/03_distributed_ml.ipynb.
+
 Command line (the launcher builds it)::
 
     python -m gnnbook.base.worker <module:function | file.py:function> <args.json> <result.pt>

@@ -4,6 +4,10 @@ pull weights).  Each rank trains on its block of the same full batch, so after
 every step the weights equal one process's full-batch step (within float
 rounding): the mean of equal-sized shard means is the full-batch mean.
 
+Book: 3.3.1 data parallelism; 3.4.1 distributed training architectures.
+
+Used in: chapters/03_distributed_ml.ipynb.
+
 Run them with :func:`gnnbook.base.launch.run`:
 
 Example:

@@ -6,6 +6,10 @@ counts, so each rank knows how much it will receive); each expert runs its
 feed-forward network; a second all-to-all brings the results home, where they
 are put back in order and scaled by the gate probability.
 
+Book: 3.3.5 mixture-of-experts parallelism.
+
+Used in: chapters/03_distributed_ml.ipynb.
+
 Example:
     >>> from gnnbook.base.launch import run
     >>> out = run("gnnbook.ch3_parallel.expert_parallel:moe_expert_parallel", 2, {"tokens": 8, "d": 4, "hidden": 8})

@@ -4,6 +4,10 @@ the last rank computes the loss; gradients travel back the same way.  Only one
 rank computes at a time (no pipelining) -- that idle time is what
 :mod:`gnnbook.ch3_parallel.pipeline` reduces.
 
+Book: 3.3.2 model parallelism.
+
+Used in: chapters/03_distributed_ml.ipynb.
+
 Example:
     >>> from gnnbook.base.launch import run
     >>> out = run("gnnbook.ch3_parallel.model_parallel:train_model_parallel", 2, {"sizes": [4, 8, 8, 2], "n": 16, "steps": 2})

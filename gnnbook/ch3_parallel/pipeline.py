@@ -9,6 +9,10 @@ CPU seconds of the compute are timed too: ``cpu_share`` (CPU / wall seconds
 of compute) is ~1 when each stage had a core to itself and lower when other
 processes took the cores -- then the machine, not the pipeline, sets the bubble.
 
+Book: 3.3.3 pipeline parallelism.
+
+Used in: chapters/03_distributed_ml.ipynb.
+
 Example:
     >>> bubble_formula(2, 4)
     0.2

@@ -1,5 +1,9 @@
 """Fully sharded data parallelism (the ZeRO-3 / FSDP idea), small and explicit.
 
+Book: 3.3.6 fully sharded data parallelism.
+
+Used in: chapters/03_distributed_ml.ipynb.
+
 Each layer's weights and bias are flattened into one vector, padded to a
 multiple of N, and every rank keeps only its 1/N slice -- and only the
 gradient and Adam state (``exp_avg``, ``exp_avg_sq``) of that slice.  A

@@ -1,5 +1,9 @@
 """BSP, ASP and SSP on a parameter server, with a straggler.
 
+Book: 3.4.2 model update strategies (BSP, ASP, SSP).
+
+Used in: chapters/03_distributed_ml.ipynb.
+
 Rank 0 is the server, ranks 1..W the workers.  A worker repeatedly computes a
 mini-batch gradient of a least-squares problem on its shard with the weights
 it last pulled, pushes it (tagged with its clock, the number of gradients it

@@ -5,6 +5,10 @@ on its own columns -- and one all-reduce sums the partial outputs.  In the
 backward pass each rank's weight gradients are local; the input gradient is
 a sum over ranks (the second all-reduce).
 
+Book: 3.3.4 tensor parallelism.
+
+Used in: chapters/03_distributed_ml.ipynb.
+
 Example:
     >>> from gnnbook.base.launch import run
     >>> out = run("gnnbook.ch3_parallel.tensor_parallel:mlp_tensor_parallel", 2, {"d": 8, "hidden": 16, "n": 4})

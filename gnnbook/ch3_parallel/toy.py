@@ -3,6 +3,10 @@ random "teacher" network's output.  Every rank rebuilds the same data and the
 same initial weights from the seed, so nothing but the parallel scheme differs
 between a distributed run and the one-process reference.
 
+Book: 3.1 training basics (the problem every parallel form trains).
+
+Used in: chapters/03_distributed_ml.ipynb.
+
 Example:
     >>> x, y = make_data(8, 4, 2, seed=0)
     >>> tuple(x.shape), tuple(y.shape)

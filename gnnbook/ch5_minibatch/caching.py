@@ -1,5 +1,10 @@
 """Feature caching for minibatch GNN training: cache policies and a hit-rate simulator (book section 5.4).
 
+Book: 5.4 feature caching.
+
+Used in: chapters/05b_feature_caching.ipynb, chapters/05f_distributed_cache.ipynb,
+labs/lab05_feature_cache.ipynb.
+
 Every minibatch step reads the feature rows of its *input nodes*.  Where the
 rows live far away (CPU memory for a GPU trainer, another machine for a
 DistDGL trainer), keeping some rows close (a *cache*) turns some reads into

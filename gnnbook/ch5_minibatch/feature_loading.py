@@ -1,5 +1,9 @@
 """Moving a minibatch's feature rows to the device: three paths, measured, and a stated cost model.
 
+Book: 5.4 feature caching and loading (feature rows to the device).
+
+Used in: labs/lab12_feature_loading.ipynb.
+
 A sampled minibatch needs the features of its *input nodes*, rows scattered over a
 feature table that lives in host memory.  Three ways to get them onto a GPU:
 

@@ -1,6 +1,10 @@
 """Historical embeddings (GNNAutoScale, Fey et al., ICML 2021; book 5.2.3), against dropping the cut
 edges (Cluster-GCN) and full-batch training.
 
+Book: 5.2.3 historical embeddings.
+
+Used in: chapters/05g_historical_embeddings.ipynb, labs/lab05b_historical_embeddings.ipynb.
+
 A minibatch is a few METIS clusters ``B``.  An exact GCN layer over ``B`` needs the layer's input at
 every 1-hop neighbour of ``B``, also at the out-of-batch ones (the *halo* ``H``), which would need
 their own neighbours, and so on: the receptive field grows with the depth.  GNNAutoScale (GAS) keeps

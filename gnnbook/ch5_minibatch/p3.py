@@ -1,5 +1,9 @@
 """Computation decomposition (P3, Gandhi & Iyer, OSDI 2021; book 5.2.4), against data parallelism.
 
+Book: 5.2.4 data-parallel training by computation decomposition.
+
+Used in: chapters/05c_execution_engine.ipynb.
+
 In data-parallel minibatch training every machine computes its own minibatch
 and first **pulls the F-wide feature rows** of the minibatch's input nodes
 that other machines own.  P3 instead splits the features **by column**: machine

@@ -2,6 +2,10 @@
 :mod:`gnnbook.ch5_minibatch.prefetch` feed, its per-step timeline, and the SALIENT
 bound (book 5.2.1): serial epoch ~ sum(stages), pipelined epoch >= max(stage).
 
+Book: 5.2.1 operator parallelism across minibatches (pipelining).
+
+Used in: chapters/05a_minibatch_training_and_sampling.ipynb.
+
 Example:
     >>> from gnnbook.data import load_dataset
     >>> from gnnbook.ch5_minibatch.prefetch import SerialLoader
@@ -21,7 +25,7 @@ import torch
 
 from ..training.minibatch import minibatch_step
 from ..models import build_model
-from .prefetch import Minibatch, PrefetchingLoader, SerialLoader, _one_thread, now
+from .prefetch import Minibatch, PrefetchingLoader, SerialLoader, kernels_on_one_thread, now
 
 
 @dataclass
@@ -69,7 +73,7 @@ def run_loop(source: Iterable[Minibatch], graph: dgl.DGLGraph, hidden: int = 64,
                         **model_options)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     timeline, losses, batches, epoch_ends = [], [], [], {}
-    with _one_thread():
+    with kernels_on_one_thread():
         origin = now()
         for mb in source:
             start = now()

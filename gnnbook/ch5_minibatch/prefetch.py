@@ -1,6 +1,10 @@
 """Pipelining across minibatches (book section 5.2.1): while the model computes
 step i, another process already samples and fetches the features of step i+1.
 
+Book: 5.2.1 operator parallelism across minibatches (pipelining).
+
+Used in: no notebook directly.
+
 A minibatch step has three stages: *sample* the blocks (DGL's neighbour
 sampler), *fetch* the input nodes' feature rows and the seeds' labels, and
 *compute* (forward, backward, optimiser step, :func:`gnnbook.training.minibatch.minibatch_step`).
@@ -82,7 +86,7 @@ class Minibatch:
     wait: tuple[float, float] | None = None  # pipelined: the consumer waiting for (and unpacking) it
 
 
-def _one_thread() -> contextlib.AbstractContextManager:
+def kernels_on_one_thread() -> contextlib.AbstractContextManager:
     """torch and DGL kernels on one thread each inside the block.  On a 2-core
     machine the consumer's compute and the producer's sampling must each own
     a core: with two OpenMP threads the compute would fight the producer for
@@ -245,7 +249,7 @@ def _put(arena: torch.Tensor, spec: dict[str, Any], arrays: dict[str, torch.Tens
 
 def _produce(spec: dict[str, Any]) -> None:
     """The producer process: sample and fetch ahead, one slot per minibatch."""
-    # One thread: the consumer's compute owns the other core (see _one_thread).
+    # One thread: the consumer's compute owns the other core (see kernels_on_one_thread).
     torch.set_num_threads(1)
     dgl.utils.set_num_threads(1)
     arena = torch.from_file(spec["arena"], shared=True, size=spec["arena_bytes"], dtype=torch.uint8)

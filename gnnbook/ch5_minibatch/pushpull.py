@@ -1,5 +1,9 @@
 """Push, pull and the push-pull hybrid of full-graph training (NeutronStar, Wang et al., SIGMOD 2022; book 5.2.2).
 
+Book: 5.2.2 push-pull hybrid training.
+
+Used in: chapters/05c_execution_engine.ipynb.
+
 The nodes of a graph are split over ``K`` machines; machine ``r`` owns the rows
 of its nodes and computes their embeddings at every layer of an ``L``-layer
 mean-aggregation GNN (``h^l = act(mean_{u in N(v) + v} h^{l-1}_u W_l + b_l)``).

@@ -3,6 +3,10 @@ layer-wise, LABOR and subgraph samplers behind one registry, each producing
 what :func:`gnnbook.training.minibatch.train_minibatch` trains on, minibatches
 ``(input_nodes, output_nodes, blocks)`` with one DGL block per layer.
 
+Book: 5.3 graph sampling and its optimisation.
+
+Used in: chapters/05a_minibatch_training_and_sampling.ipynb, chapters/05e_sampler_accuracy.ipynb.
+
 - **node-wise** (``"neighbor"``, GraphSAGE; DGL's ``NeighborSampler``): every
   node of a layer draws at most ``f`` in-neighbours, so the input nodes grow
   like ``batch * prod(f)`` until they saturate at the reachable set.
@@ -430,11 +434,11 @@ def compare_samplers(graph: dgl.DGLGraph, samplers: dict[str, dict[str, Any]], s
         ['full-graph', 'ladies']
     """
     from ..training.flows import FLOW_DEFAULTS
-    from ..training.minibatch import _num_layers, train_minibatch
+    from ..training.minibatch import model_layers, train_minibatch
     from ..training.train import train_node_classifier
 
     settings = {**FLOW_DEFAULTS, **budget}
-    num_layers = _num_layers(model_name, {})
+    num_layers = model_layers(model_name, {})
     loaders = {name: sampler_loader(name, num_layers, batch_size, **_per_layer(options, num_layers))
                for name, options in samplers.items()}
     runs: dict[str, list] = {}

@@ -1,5 +1,9 @@
 """A zero-copy row gather as a Triton kernel: the GPU reads rows of a pinned host table through UVA.
 
+Book: 5.4 feature loading (zero-copy access from the device).
+
+Used in: no notebook directly.
+
 DGL's ``gather_pinned_tensor_rows`` does this when DGL is built with CUDA; the course's DGL
 from PyPI is a CPU build, so :mod:`gnnbook.ch5_minibatch.feature_loading` falls back to this kernel on a
 GPU.  Triton passes a pinned CPU tensor to a kernel as its device-mapped address (unified

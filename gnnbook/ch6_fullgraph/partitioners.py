@@ -1,5 +1,9 @@
 """Graph partitioning for full-graph training (book 6.2.1): partitioners and their metrics.
 
+Book: 6.2.1 graph partitioning.
+
+Used in: chapters/06a_fullgraph_parallelism.ipynb.
+
 Subgraph-parallel training (:mod:`gnnbook.ch6_fullgraph.subgraph`) gives every
 machine one part of the nodes; each layer then fetches the embeddings of the
 *halo*, the remote in-neighbours of its nodes.  A partitioner therefore wants

@@ -1,5 +1,9 @@
 """Cheaper boundary exchanges for full-graph GCN training (book 6.2.2 and 6.2.3).
 
+Book: 6.2.2 pre-aggregation; 6.2.3 efficient synchronous protocols.
+
+Used in: chapters/06c_sync_and_async_protocols.ipynb.
+
 :mod:`gnnbook.ch6_fullgraph.subgraph` sends, every layer, the embedding of every
 halo vertex to every process that needs it (and its gradient back).  This
 module trains the same two-layer GCN on ``K`` real processes with one of four

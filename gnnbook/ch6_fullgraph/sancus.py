@@ -1,5 +1,9 @@
 """Skipping broadcasts of embeddings that changed little, Sancus-style (book 6.2.3).
 
+Book: 6.2.3 efficient synchronous protocols (skipped broadcasts).
+
+Used in: chapters/06c_sync_and_async_protocols.ipynb.
+
 Sancus (Peng et al., VLDB 2022) lets a process skip broadcasting its boundary
 embeddings in a layer when they have changed little since the last
 broadcast; the receivers keep using the cached copy, and a **staleness

@@ -1,5 +1,9 @@
 """Operator-parallel full-graph training: the distributed sparse-dense product of CAGNET (book 6.1.2).
 
+Book: 6.1.2 operator parallelism; 6.1.3 subgraph vs operator parallelism.
+
+Used in: chapters/06b_operator_parallelism.ipynb.
+
 Tripathy, Yelick and Buluç (CAGNET, SC 2020) do not split the *graph* into
 subgraphs with halos (:mod:`gnnbook.ch6_fullgraph.subgraph`); they split the
 *operator*: every GCN layer is ``A_hat (H W)``, and the sparse-dense product

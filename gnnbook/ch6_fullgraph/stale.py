@@ -1,5 +1,9 @@
 """Asynchronous full-graph training with one-epoch-stale boundaries, PipeGCN-style (book 6.3).
 
+Book: 6.3 asynchronous training.
+
+Used in: chapters/06c_sync_and_async_protocols.ipynb.
+
 PipeGCN (Wan et al., ICLR 2022) hides the halo exchange of subgraph-parallel
 training (:mod:`gnnbook.ch6_fullgraph.subgraph`) behind computation: in epoch
 ``t`` every layer aggregates the halo rows its peers computed in epoch

@@ -1,5 +1,10 @@
 """Subgraph-parallel full-graph training with halo exchange (book 6.1.1).
 
+Book: 6.1.1 subgraph-parallel full-graph training.
+
+Used in: chapters/06a_fullgraph_parallelism.ipynb, chapters/06b_operator_parallelism.ipynb,
+chapters/06c_sync_and_async_protocols.ipynb, labs/lab06_halo_exchange.ipynb.
+
 The nodes are split into ``K`` parts (:mod:`gnnbook.ch6_fullgraph.partitioners`); process
 ``r`` holds its part's nodes, their in-edges, and the **halo**: the remote
 in-neighbours of its nodes.  Every layer of a full-graph GCN or GraphSAGE

@@ -1,5 +1,9 @@
 """The GNN training systems that book sections 7.3 to 7.6 survey, as data.
 
+Book: 7.3 to 7.6 the systems.
+
+Used in: chapters/07_gnn_systems.ipynb.
+
 One row per system: the paper (first author, venue, year), the hardware setting (single machine
 with several GPUs, GPU cluster, CPU cluster, other hardware), the training method (full-graph or
 minibatch; inference for accelerators built for it), the model update strategy (synchronous or

@@ -1,5 +1,9 @@
 """Choosing a training method from the graph, the model and the hardware (book section 7.7).
 
+Book: 7.7 comparing and choosing.
+
+Used in: chapters/07_gnn_systems.ipynb.
+
 Section 7.7 compares GNN systems along three axes: the hardware (7.7.1), the training method
 (7.7.2: full-graph or minibatch) and the update strategy (7.7.3: synchronous or asynchronous).
 This module turns the first two into a rule of thumb with its numbers shown, on top of

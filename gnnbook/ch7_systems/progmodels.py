@@ -1,5 +1,9 @@
 """One GNN layer written in the three programming models of GNN systems (book section 7.1).
 
+Book: 7.1 programming models; 7.2 GNN systems and graph processing.
+
+Used in: chapters/07_gnn_systems.ipynb.
+
 - **Tensor-centric** (PyTorch Geometric; Fey & Lenssen, ICLR RLGM workshop 2019): the graph is
   an ``edge_index`` tensor, and a layer is gathers, scatters and dense products on tensors
   indexed by it (PyG's ``GCNConv`` / ``GATConv``).

@@ -1,5 +1,9 @@
 """All-reduce built from point-to-point messages three ways (book 5.5.1), and message fusion.
 
+Book: 5.5.1 collective communication (direct, tree, ring; message fusion).
+
+Used in: chapters/05d_communication.ipynb, labs/lab03_collectives.ipynb.
+
 Each function takes a tensor and a communicator with ``send`` / ``recv`` /
 ``isend`` (:class:`gnnbook.comm.point_to_point.PointToPoint`, whose bytes are
 measured on the sockets) and sums the tensor over all ranks in place:

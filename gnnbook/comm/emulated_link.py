@@ -1,5 +1,9 @@
 """The wire time of a stated link, emulated on a machine whose processes talk over loopback.
 
+Book: 5.5.3 communication links (a stated link, emulated: a model).
+
+Used in: chapters/06c_sync_and_async_protocols.ipynb.
+
 **A model of a link, not a measurement of a network.**  Processes on one
 machine exchange bytes over loopback in microseconds to a few milliseconds,
 whatever a cluster's network would take.  :class:`EmulatedLink` gives one

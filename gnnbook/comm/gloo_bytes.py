@@ -1,5 +1,11 @@
 """What gloo's algorithms put on the wire, per rank: a byte-exact model.
 
+Book: 5.5.1 collective communication (gloo's algorithms on the wire).
+
+Used in: chapters/03_distributed_ml.ipynb, chapters/05d_communication.ipynb,
+chapters/06a_fullgraph_parallelism.ipynb, chapters/06c_sync_and_async_protocols.ipynb,
+labs/lab03_collectives.ipynb, labs/lab06_halo_exchange.ipynb.
+
 :mod:`gnnbook.comm.collectives` compares it with the bytes the kernel counted on the
 sockets (:mod:`gnnbook.base.wire`).  The algorithms are those of gloo's sources
 (``gloo/*.cc``) as torch 2.2's gloo backend calls them; the measurements in

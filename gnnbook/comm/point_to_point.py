@@ -1,5 +1,9 @@
 """Only point-to-point messages, counted and measured on the wire; and timing gloo's all-reduce (book 5.5.1).
 
+Book: 5.5.1 collective communication (point-to-point only).
+
+Used in: chapters/03_distributed_ml.ipynb, chapters/05d_communication.ipynb.
+
 :class:`PointToPoint` hands a hand-written collective ``send``/``recv``/``isend``/``irecv`` and
 nothing else, and measures what the rank's sockets carried (:class:`gnnbook.comm.collectives.Comm`):
 chapter 5d's all-reduce algorithms (:mod:`gnnbook.comm.algorithms`) and lab 3's graded ring

@@ -1,5 +1,9 @@
 """A cost model of a GPU cluster's links, and a route planner for its transfers (book 5.5.3, DGCL).
 
+Book: 5.5.3 communication-link optimisation (DGCL).
+
+Used in: chapters/05d_communication.ipynb.
+
 **This is a model, not a measurement**: the bandwidths and latencies are the
 vendors' nominal figures (stated in :data:`LINK_SPECS`), not anything measured
 on this machine, which has no GPU and no network.

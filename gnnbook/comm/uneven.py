@@ -1,5 +1,9 @@
 """The deadlocks of collective communication (book 5.5.2), reproduced on real processes.
 
+Book: 5.5.2 the deadlock of collective communication.
+
+Used in: chapters/05d_communication.ipynb.
+
 A collective completes only when every rank of the group calls it, with the
 same tensor shapes, in the same order.  Three ways a data-parallel job breaks
 that rule, each run here in real gloo processes:

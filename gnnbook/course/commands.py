@@ -1,5 +1,9 @@
 """Teachers' commands for ``python -m gnnbook``: ``release``, ``autograde``, ``course``, ``site``.
 
+Book: none (teachers' commands).
+
+Used in: no notebook directly.
+
 Example:
     $ python -m gnnbook release --out release
     $ python -m gnnbook autograde submissions/ --grades build/grades.csv

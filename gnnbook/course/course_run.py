@@ -1,5 +1,9 @@
 """Run the whole course and report every claim it measured, in one table.
 
+Book: 9.1 what the course measured.
+
+Used in: chapters/09_outlook.ipynb.
+
 Every notebook (``chapters/*.ipynb``, ``labs/*.ipynb``) is executed by
 papermill with ``results_path`` set; the executed copy and its results JSON
 stay in the output folder (``build/course/``).  Each notebook records its

@@ -1,5 +1,9 @@
 """The labs' classroom release and autograding, driven by nbgrader.
 
+Book: none (classroom release and autograding).
+
+Used in: no notebook directly.
+
 The labs carry no nbgrader metadata of their own: it is derived here, each
 time, from two conventions that the notebooks already follow, so that editing
 a lab never breaks its release:

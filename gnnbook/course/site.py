@@ -1,5 +1,9 @@
 """The course website, built by Sphinx with MyST-NB from the executed notebooks of ``make course``.
 
+Book: none (the course website).
+
+Used in: no notebook directly.
+
 The home page holds the chapter map (the book's nine chapters, with their
 original titles, and the notebooks that cover each) and the course's claims
 table; the navigation lists every notebook with its section headings, which

@@ -1,5 +1,9 @@
 """The pickle-free, in-memory form every dataset is converted to.
 
+Book: 8.2.2 a simple GNN training case (the datasets' in-memory form).
+
+Used in: no notebook directly.
+
 ``GraphArrays`` holds plain numpy arrays; ``to_dgl`` turns it into the
 DGLGraph the course uses and ``save`` / ``load`` keep a converted copy on disk
 as an ``.npz`` without object arrays (so it never needs unpickling).

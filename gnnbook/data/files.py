@@ -1,5 +1,9 @@
 """Find a dataset's raw files, check their SHA-256, download them when online.
 
+Book: 8.2.2 a simple GNN training case (finding and checking dataset files).
+
+Used in: no notebook directly.
+
 Search order for every raw file (first hit wins):
 
 1. ``$GNNBOOK_DATA_DIR/<folder>/<file>``

@@ -1,5 +1,9 @@
 """Parsers for the two raw formats the course ships: Planetoid and GraphData npz.
 
+Book: 8.2.2 a simple GNN training case (raw dataset formats).
+
+Used in: no notebook directly.
+
 Each parser receives bytes whose SHA-256 already matched the registry and
 returns :class:`GraphArrays`.
 

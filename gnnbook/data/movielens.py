@@ -1,5 +1,9 @@
 """User-item interactions for recommendation: MovieLens ``ml-latest-small``.
 
+Book: 2.4 applications (recommendation).
+
+Used in: no notebook directly.
+
 ``load_ratings("ml-latest-small")`` returns the 100,004 ratings that 671
 users gave 9,066 movies (Harper & Konstan, ACM TiiS 2015), with users and
 movies renumbered ``0..n-1`` in the order of their ids.  Every raw file's

@@ -1,5 +1,9 @@
 """Where every shipped dataset comes from: pinned URL, commit, licence, SHA-256.
 
+Book: 2.4 applications (where each dataset comes from).
+
+Used in: no notebook directly.
+
 This table is the single source of truth; ``data/README.md`` is written from
 it (``python -m gnnbook datasets --markdown``).
 

@@ -1,5 +1,9 @@
 """Unpickle legacy dataset files through an allow-list.
 
+Book: none (safe loading of legacy dataset files).
+
+Used in: no notebook directly.
+
 Planetoid (Cora, CiteSeer) and the GraphData ``.npz`` files store scipy and
 numpy objects as Python pickles.  ``pickle.load`` would run any callable named
 in the file, so we only ever unpickle bytes whose SHA-256 already matched, and

@@ -1,5 +1,9 @@
 """Seeded synthetic graphs that need no files: power-law and stochastic block model.
 
+Book: 1.2.1 why GNN training gets large (power-law and community graphs).
+
+Used in: no notebook directly.
+
 Both are a degree-corrected stochastic block model: every node has a class and
 a weight; an edge picks its source in proportion to the weight and, with
 probability ``homophily``, a destination of the same class (otherwise any

@@ -1,5 +1,9 @@
 """Traffic speed series on a sensor graph (spatio-temporal datasets).
 
+Book: 2.4 applications (traffic forecasting).
+
+Used in: no notebook directly.
+
 ``load_traffic("los-loop")`` returns the Los-loop speeds of Zhao et al.'s
 T-GCN (IEEE T-ITS 2019): five-minute average speeds of 207 loop detectors
 in Los Angeles (a subset of METR-LA) and their weighted adjacency.  Every

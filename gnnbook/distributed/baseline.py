@@ -2,6 +2,10 @@
 the same fanouts, seed, epochs and global batch size, on the whole graph
 rebuilt from a partition config, with plain DGL sampling (no servers).
 
+Book: 8.3 distributed training (the one-process comparison).
+
+Used in: chapters/08_dgl_practice.ipynb, labs/lab08_distributed_dgl.ipynb.
+
 It selects the epoch by validation accuracy and evaluates with all
 neighbours, as the distributed trainer does, so the two test accuracies are
 comparable.

@@ -1,5 +1,9 @@
 """Checkpoints of the distributed trainer, and the rules for resuming from one.
 
+Book: 8.3.4 cluster training (checkpoints and resuming).
+
+Used in: no notebook directly.
+
 A checkpoint records what it was trained with (model and optimiser settings,
 world size, the partition's config digest); :func:`resume_state` refuses one
 made under anything else, and ``resume=True`` with no checkpoint is an error

@@ -1,5 +1,9 @@
 """The notebook API: a DistDGL cluster as a context manager.
 
+Book: 8.3.3 several trainers on one machine; 8.3.4 cluster training.
+
+Used in: no notebook directly.
+
 ``LocalCluster`` places one emulated machine per partition on this host
 (``mode="local"``, no root needed; or ``mode="netns"``, one network namespace
 per machine, root only); ``Cluster`` takes a host file and starts everything

@@ -1,6 +1,10 @@
 """Command-line subcommands of the distributed trainer, registered by
 ``gnnbook.cli`` with :func:`register`:
 
+Book: 8.3 distributed training (its commands).
+
+Used in: no notebook directly.
+
 - ``partition``: partition a dataset (or read a partition back) and print
   edge cut, replication and balance;
 - ``dist-train``: partition into the cache when needed, run the distributed

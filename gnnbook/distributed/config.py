@@ -1,6 +1,10 @@
 """The settings of one distributed training run, shared by the trainer, the
 single-process baseline and the command line.
 
+Book: 8.3 distributed training (a run's settings).
+
+Used in: no notebook directly.
+
 Example:
     >>> config = TrainConfig(model="sage", epochs=5)
     >>> TrainConfig.from_argv(config.to_argv()) == config

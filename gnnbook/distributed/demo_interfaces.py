@@ -1,5 +1,9 @@
 """DistDGL's data interfaces, exercised for real: ``python -m gnnbook.distributed.demo_interfaces``.
 
+Book: 8.3.2 distributed data interfaces.
+
+Used in: chapters/08_dgl_practice.ipynb.
+
 A DistDGL script like :mod:`gnnbook.distributed.trainer`, run by the launcher in every
 server and trainer process (chapter 8.3.2).  Each trainer
 

@@ -1,5 +1,9 @@
 """Several DistDGL machines on one host, without root: the one adaptation.
 
+Book: 8.3.3 several machines emulated on one host.
+
+Used in: chapters/08_dgl_practice.ipynb.
+
 DGL 2.1.0 assumes one partition per host.  Two things break when K
 partitions share a host:
 

@@ -1,5 +1,9 @@
 """A trainer's cache of remote feature rows (book section 5.4), for the DistDGL trainer.
 
+Book: 5.4 feature caching, in the DistDGL trainer.
+
+Used in: chapters/05f_distributed_cache.ipynb.
+
 Each trainer keeps ``round(fraction x all nodes)`` feature rows of nodes that
 live on *other* partitions (its own rows are already local, in shared memory),
 fetched once from the graph servers before training.  Each minibatch then

@@ -1,6 +1,10 @@
 """Start DGL graph servers and trainer processes for a partition config, and
 run any DistDGL training script under them.
 
+Book: 8.3.3 and 8.3.4 launching servers and trainers.
+
+Used in: no notebook directly.
+
 Every process gets the environment DGL's own launcher (``tools/launch.py``)
 gives it, so an unmodified DistDGL script works: servers run the script with
 ``DGL_ROLE=server``, ``DGL_SERVER_ID``, ``DGL_NUM_SERVER``, ``DGL_NUM_CLIENT``,

@@ -1,6 +1,10 @@
 """Emulated hosts with their own IP addresses: one Linux network namespace
 plus one mount namespace per machine (root only).
 
+Book: 8.3.4 cluster training, emulated with network namespaces.
+
+Used in: no notebook directly.
+
 Each emulated machine m gets a network namespace with interface ``gbnet0``
 holding ``10.R.S.(m+2)/24`` on a bridge in the root namespace, and a mount
 namespace with a private tmpfs on ``/dev/shm``.  Every process of machine m

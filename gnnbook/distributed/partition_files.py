@@ -1,5 +1,9 @@
 """Partition a dataset for DistDGL and read the result back.
 
+Book: 8.3.1 dataset preprocessing (partitioning for DistDGL).
+
+Used in: no notebook directly.
+
 :func:`partition_dataset` runs DGL's ``partition_graph`` (METIS with the
 training nodes and the edges balanced across partitions, or random) on any
 dataset :func:`gnnbook.data.load_dataset` knows, writing into a temporary

@@ -1,5 +1,9 @@
 """Repeatable sampling in a DistDGL job: the graph servers' random streams, seeded by the trainers.
 
+Book: 5.3.2 distributed graph sampling (seeded servers).
+
+Used in: no notebook directly.
+
 A DistDGL trainer samples the neighbours of its own partition's nodes in its own
 process (seeded with ``dgl.seed``), but sends the nodes of other partitions to
 their machines' graph servers, which sample with their own random streams, never

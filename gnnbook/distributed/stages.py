@@ -1,6 +1,10 @@
 """Where a distributed training step spends its time (book section 5.1), and
 how many of its sampled neighbours live on another machine (section 5.3.2).
 
+Book: 5.1 naive minibatch distributed training (where a step's time goes).
+
+Used in: chapters/05a_minibatch_training_and_sampling.ipynb.
+
 A step of the DistDGL trainer has six stages, timed one after the other with
 :class:`StageClock`: ``sample`` (the minibatch's blocks, by RPC to the servers
 that own the seeds), ``fetch`` (its input features and labels: local rows from

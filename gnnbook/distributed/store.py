@@ -1,5 +1,9 @@
 """The job's torch.distributed rendezvous store, listening on loopback only.
 
+Book: 8.3 distributed training (the rendezvous store).
+
+Used in: no notebook directly.
+
 ``torch.distributed.init_process_group`` with ``env://`` normally makes rank 0
 host a ``TCPStore`` that listens on every interface of the host (IPv4 and
 IPv6), so any machine that can reach the port can talk to the job.  In local

@@ -1,5 +1,9 @@
 """The DistDGL trainer: ``python -m gnnbook.distributed.trainer --part-config CFG ...``.
 
+Book: 8.3 distributed training; 5.1 the naive distributed flow.
+
+Used in: no notebook directly.
+
 Run by the launcher (:mod:`gnnbook.distributed.launcher`) in every server and
 trainer process, like any DistDGL script: in a server
 ``dgl.distributed.initialize`` serves its partition and never returns; in a

@@ -2,6 +2,10 @@
 outputs of a batch of seed nodes, with the full neighbourhood or with
 neighbour sampling.
 
+Book: 1.2.1 why GNN training gets large (neighbour explosion); 4.2 GNNs vs DNNs.
+
+Used in: chapters/01_introduction.ipynb.
+
 Messages flow along edges ``src -> dst``, so the nodes that influence a seed
 after ``h`` layers are the nodes with a path of at most ``h`` edges *into* it.
 Every count below is the number of distinct nodes, the seeds included, that a

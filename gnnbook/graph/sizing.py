@@ -1,6 +1,10 @@
 """Back-of-the-envelope memory sizing for GNN training: embedding tables,
 optimizer state and activations, in bytes (decimal units: 1 GB = 1e9 B).
 
+Book: 1.2.1 why GNN training gets large (memory sizing); 7.7 comparing and choosing.
+
+Used in: chapters/01_introduction.ipynb, labs/lab10_recommendation.ipynb.
+
 What is counted, so that a number can be checked against a measurement:
 
 - an embedding table or weight matrix is ``rows * dims * bytes_per_value``;

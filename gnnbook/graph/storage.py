@@ -1,5 +1,9 @@
 """Three ways to store a graph's edges: COO, CSR and CSC, and their memory.
 
+Book: 2.1 graph representation (COO, CSR, CSC).
+
+Used in: chapters/02_gnn_models.ipynb.
+
 - COO (coordinate list): one ``(src, dst)`` pair per edge, ``2E`` indices.
 - CSR (compressed sparse row): edges sorted by source; ``indptr`` (``N + 1``
   offsets) says where each node's out-edges start in ``indices`` (``E``

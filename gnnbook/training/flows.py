@@ -1,5 +1,10 @@
 """Full-graph against minibatch training on the same data, each trained to convergence.
 
+Book: 4.1 full-graph against minibatch training.
+
+Used in: chapters/04_gnn_training.ipynb, chapters/05e_sampler_accuracy.ipynb,
+chapters/08_dgl_practice.ipynb.
+
 "Minibatch training reaches full-graph accuracy" is a claim about converged
 models: both flows train until validation accuracy stops improving (the
 weights of the best validation epoch are kept, :class:`gnnbook.training.train.BestEpoch`),

@@ -2,6 +2,11 @@
 counters chapter 4 uses to explain it: how many nodes a minibatch depends on,
 and how many bytes of features a minibatch must fetch from another machine.
 
+Book: 4.1.2 minibatch training; 4.3.1 minibatch distributed training; 8.2.3.
+
+Used in: chapters/04_gnn_training.ipynb, chapters/05d_communication.ipynb,
+chapters/08_dgl_practice.ipynb, labs/lab04_minibatch.ipynb, labs/lab05_feature_cache.ipynb.
+
 A minibatch is a set of *seed* (output) nodes.  ``NeighborSampler([f1, ..., fL])``
 walks back ``L`` hops, keeping at most ``f`` in-neighbours per node per hop,
 and returns one message-flow *block* per layer; the first block's source
@@ -41,7 +46,7 @@ warnings.filterwarnings("ignore", message="Dataloader CPU affinity opt is not en
 MINIBATCH_DEFAULTS: dict[str, Any] = dict(batch_size=64, epochs=100, patience=30)
 
 
-def _num_layers(model_name: str, model_options: dict[str, Any]) -> int:
+def model_layers(model_name: str, model_options: dict[str, Any]) -> int:
     return int(model_options.get("num_layers", MODEL_DEFAULTS.get(model_name.lower(), {}).get("num_layers", 2)))
 
 
@@ -180,7 +185,7 @@ def train_minibatch(
     batch_size = MINIBATCH_DEFAULTS["batch_size"] if batch_size is None else batch_size
     take_step = minibatch_step if step is None else step
     if loader is None:
-        fanouts = check_fanouts(fanouts, _num_layers(model_name, model_options))
+        fanouts = check_fanouts(fanouts, model_layers(model_name, model_options))
 
     set_seed(seed)
     g = prepare_graph(graph).to(device)

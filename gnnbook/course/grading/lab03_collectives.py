@@ -1,5 +1,9 @@
 """Lab 3's grading code (book 5.5.1, ``labs/lab03_collectives.ipynb``): a hand-written all-reduce, checked.
 
+Book: 5.5.1 collective communication (lab 3).
+
+Used in: chapters/05d_communication.ipynb, labs/lab03_collectives.ipynb.
+
 The student writes ``ring_all_reduce(tensor, comm)`` in a file (the lab cell is ``%%writefile``);
 :func:`check_all_reduce` runs in every rank, loads it, hands it a
 :class:`~gnnbook.comm.point_to_point.PointToPoint` (``send``/``recv``/``isend``/``irecv`` and

@@ -1,5 +1,9 @@
 """Lab 6's grading code (book 6.1.1, ``labs/lab06_halo_exchange.ipynb``): one GCN layer with the student's halo exchange.
 
+Book: 6.1.1 subgraph-parallel training (lab 6).
+
+Used in: labs/lab06_halo_exchange.ipynb.
+
 The lab's check runs :func:`check_exchange` in every rank of a real process group: the first
 GCN layer ``A_hat (X W)`` on the rank's part, with the student's exchange (a ``file.py:function``
 the lab wrote) giving the halo rows, then the backward pass; the package's own
