@@ -138,3 +138,16 @@ def test_imports_inside_the_package_are_relative():
             if isinstance(node, ast.Import) and any(a.name.startswith("gnnbook") for a in node.names):
                 absolute.append(f"{path.relative_to(ROOT)}:{node.lineno}")
     assert not absolute, f"use relative imports inside gnnbook: {absolute}"
+
+
+def test_readme_module_map_is_the_tree():
+    readme = (ROOT / "README.md").read_text()
+    section = readme[readme.index("## The package"):readme.index("## The distributed DGL trainer")]
+    from gnnbook.course.layout import layers
+
+    missing = [layer for layer in layers() if not re.search(rf"(?<![\w/]){re.escape(layer)}(/|\.py)", section)]
+    for name in module_names():
+        stem = name.rsplit(".", 1)[1]
+        if not re.search(rf"(?<!\w){re.escape(stem)}(?!\w)", section):
+            missing.append(name)
+    assert not missing, f"README's module map lacks: {missing}"

@@ -1,4 +1,4 @@
-"""Layer 1, the base: processes, their watchdog, measurement and the environment (no book section:
+"""The base: processes, their watchdog, measurement and the environment (no book section:
 what every chapter's real processes and measured claims stand on).
 
 - ``procs``: supervised process groups (deadline, fail fast, nothing left behind); ``reaper``, their

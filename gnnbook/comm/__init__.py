@@ -1,4 +1,4 @@
-"""Layer 6, communication (book 5.5): collectives with their bytes measured beside the formula.
+"""Communication (book 5.5): collectives with their bytes measured beside the formula.
 
 - ``collectives``: ``Comm``, torch.distributed collectives with the bytes on the sockets (5.5);
 - ``gloo_bytes``: what gloo's algorithms put on the wire, byte-exact (5.5.1);

@@ -5,7 +5,8 @@ the course run and its website (these modules run the notebooks; some need the `
 - ``labcheck``: reference implementations refused while a student's code runs; ``grading``: each lab's
   grading code that real processes import;
 - ``release``: nbgrader release and autograding; ``course_run``: every notebook and one table of claims;
-  ``site``: the course website; ``commands``: their ``python -m gnnbook`` subcommands.
+  ``site``: the course website; ``commands``: their ``python -m gnnbook`` subcommands;
+- ``layout``: the package's map, its folders in layer order.
 """
 
-__all__ = ["claims", "commands", "course_run", "grading", "labcheck", "release", "site", "viz"]
+__all__ = ["claims", "commands", "course_run", "grading", "labcheck", "layout", "release", "site", "viz"]

@@ -1,4 +1,4 @@
-"""Layer 3, graph basics (book chapters 1 and 2): how a graph is stored, how far a GNN reaches, what it costs.
+"""Graph basics (book chapters 1 and 2): how a graph is stored, how far a GNN reaches, what it costs.
 
 - ``storage``: COO, CSR and CSC and their bytes (2.1);
 - ``neighbourhood``: receptive fields and neighbour explosion (1.2);
