@@ -191,3 +191,44 @@ def test_deadline_stops_a_hang():
     with pytest.raises(ProcessFailed, match="deadline"):
         run("gnnbook.base.worker:fail_on_rank", 2, {"rank": 1, "how": "hang"}, deadline_s=12)
     assert not no_children_left()
+
+
+def test_a_rank_that_leaves_early_stops_the_job_after_the_peer_grace_not_at_the_deadline():
+    """Rank 1 exits 0 at once; rank 0 waits for its message forever (issue 22, item 13)."""
+    from gnnbook.base.launch import PEER_EXIT_GRACE_S
+
+    start = time.monotonic()
+    with pytest.raises(ProcessFailed, match="exited with code 0 but rank0 still ran"):
+        run("gnnbook.base.worker:exit_early_or_wait", 2, deadline_s=240)
+    assert time.monotonic() - start < PEER_EXIT_GRACE_S + 40, "waited for the deadline instead of the peer grace"
+    assert not no_children_left()
+
+
+def test_ranks_listen_on_loopback_only_with_gloo_pinned_to_it():
+    out = run("gnnbook.base.worker:listening_sockets", 2, deadline_s=60)
+    for rank in out:
+        assert rank["gloo_ifname"] and rank["gloo_ifname"].startswith("lo")
+        assert rank["listening"], "a gloo rank listens for its peers"
+        assert all(ip.startswith("127.") or ip == "::1" for ip in rank["listening"]), rank["listening"]
+
+
+def test_the_launchers_work_folder_is_removed_by_the_watchdog_when_the_launcher_is_killed(tmp_path):
+    """SIGKILL the process that called run(): its gnnbook-run-* folder goes with the job."""
+    import subprocess
+    import sys
+
+    script = ("import os, sys, tempfile; tempfile.tempdir = sys.argv[1]\n"
+              "from gnnbook.base.launch import run\n"
+              "run('gnnbook.base.worker:fail_on_rank', 2, {'rank': 1, 'how': 'hang'}, deadline_s=120)\n")
+    launcher = subprocess.Popen([sys.executable, "-c", script, str(tmp_path)], start_new_session=True)
+    end = time.monotonic() + 60
+    while time.monotonic() < end and not list(tmp_path.glob("gnnbook-run-*/logs/rank1.log")):
+        time.sleep(0.2)
+    assert list(tmp_path.glob("gnnbook-run-*")), "the launcher made no work folder"
+    time.sleep(2)
+    launcher.kill()
+    launcher.wait(10)
+    end = time.monotonic() + 30
+    while time.monotonic() < end and list(tmp_path.glob("gnnbook-run-*")):
+        time.sleep(0.2)
+    assert not list(tmp_path.glob("gnnbook-run-*")), "the work folder outlived its launcher"

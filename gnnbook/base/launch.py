@@ -44,7 +44,24 @@ from typing import Any
 
 from .procs import ProcessFailed, ProcessGroup
 
-__all__ = ["run", "run_sequence", "free_port", "ProcessFailed"]
+__all__ = ["run", "run_sequence", "free_port", "ProcessFailed", "PEER_EXIT_GRACE_S"]
+
+# Ranks leave together (gnnbook.base.worker.leave_together): once one rank has exited 0, every peer
+# has finished its function and exits within moments.  A peer still running this long after is
+# waiting for a rank that left early (e.g. one that called os._exit(0)), so the job stops then
+# instead of at its deadline.
+PEER_EXIT_GRACE_S = 20.0
+
+
+def _loopback_interface() -> str:
+    """The name of the loopback interface (``lo`` on Linux), for ``GLOO_SOCKET_IFNAME``."""
+    for _, name in socket.if_nameindex():
+        if name.startswith("lo"):
+            return name
+    return "lo"
+
+
+LOOPBACK_INTERFACE = _loopback_interface()
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -98,7 +115,9 @@ def run(fn: str, world_size: int, args: dict[str, Any] | None = None, deadline_s
         else:
             port = free_port()
         (work / "args.json").write_text(args_json)
-        with ProcessGroup(deadline_s=deadline_s, log_dir=log_dir or work / "logs") as group:
+        with ProcessGroup(deadline_s=deadline_s, log_dir=log_dir or work / "logs",
+                          peer_exit_grace_s=PEER_EXIT_GRACE_S) as group:
+            group.remove_on_death(work)     # the launcher killed by SIGKILL: its watchdog removes the folder
             for rank in range(world_size):
                 group.start(f"rank{rank}", [
                     sys.executable, "-m", "gnnbook.base.worker", fn, str(work / "args.json"),
@@ -108,6 +127,8 @@ def run(fn: str, world_size: int, args: dict[str, Any] | None = None, deadline_s
                     "RANK": str(rank), "WORLD_SIZE": str(world_size), "GNNBOOK_INIT_DIST": str(int(init_dist)),
                     "GNNBOOK_DEADLINE_S": str(deadline_s), "GNNBOOK_DEADLINE_AT": repr(group.deadline),
                     "OMP_NUM_THREADS": str(threads_per_rank),
+                    # gloo listens on the address the host name resolves to unless pinned: loopback only
+                    "GLOO_SOCKET_IFNAME": LOOPBACK_INTERFACE,
                     "PYTHONPATH": os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")])),
                 })
             group.wait()

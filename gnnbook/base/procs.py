@@ -173,9 +173,12 @@ class ProcessGroup:
         self._use_watchdog = watchdog and sys.platform.startswith("linux")
         self.watchdog: reaper.Watchdog | None = None
         self.terminated = False  # set by SIGTERM
+        self._preexisting_shm: frozenset[str] | None = None  # /dev/shm before the first start: never removed
 
     def _arm(self) -> reaper.Watchdog | None:
         """On the first start: the watchdog, and SIGTERM handled."""
+        if self._preexisting_shm is None:
+            self._preexisting_shm = reaper.shm_names()
         if self._use_watchdog and self.watchdog is None:
             self.watchdog = reaper.Watchdog(self.tag)
             if self._temporary_log_dir:
@@ -325,10 +328,14 @@ class ProcessGroup:
             if not alive:
                 break
         for m in self.members:
-            try:
-                os.killpg(m.popen.pid, signal.SIGKILL)  # children a process left in its group
-            except (ProcessLookupError, PermissionError):
-                pass
+            # Children a process left in its group.  A reaped member's pid may belong to someone else's
+            # new process group by now, so only a group that still holds a process of this job is
+            # signalled (a group id in use cannot be reused).
+            if reaper.group_holds_job_process(m.popen.pid, self.tag):
+                try:
+                    os.killpg(m.popen.pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
         if self.members:
             self.shm |= reaper.kill_job(self.tag)[1]
         for m in self.members:
@@ -336,7 +343,7 @@ class ProcessGroup:
                 m.popen.wait(reap_s)
             except subprocess.TimeoutExpired:  # stuck in the kernel (D state): do not hang with it
                 print(f"warning: process {m.name} (pid {m.popen.pid}) did not exit after SIGKILL", file=sys.stderr)
-        self.removed_segments += reaper.remove_shm(self.shm, self.tag)
+        self.removed_segments += reaper.remove_shm(self.shm, self.tag, self._preexisting_shm or frozenset())
 
     def close(self) -> None:
         """Disarm the watchdog (everything is cleaned up); after a SIGTERM, the

@@ -17,8 +17,10 @@ The job's shared memory is found the same way: the ``/dev/shm`` files that
 its processes map (``/proc/<pid>/maps``, by inode), among them the named semaphores of
 Python's multiprocessing (``sem.mp-*``), which carry no job name.  Only
 names a process creates for itself with a random suffix are ever removed
-(:data:`OWN_SHM_PREFIXES`, plus any name holding the job's tag), never a
-segment the job merely opened.
+(:data:`OWN_SHM_PREFIXES`, plus any name holding the job's tag), and never a
+segment the job merely opened: not one that existed before the job's first process
+started (:func:`shm_names`, taken then), nor one that a live process outside the job
+still maps when the job is gone.
 
 The watchdog (``python -I reaper.py TAG PARENT_PID``, started by the group in
 its own session, so that a Ctrl-C or a killed process group does not reach
@@ -101,6 +103,19 @@ def shm_mapped(pids: list[int], tag: str = "") -> set[str]:
             and (entry.name.startswith(OWN_SHM_PREFIXES) or (tag and tag in entry.name))}
 
 
+def group_holds_job_process(pgid: int, tag: str) -> bool:
+    """Whether a live process of job ``tag`` is in process group ``pgid`` (field 5 of its stat)."""
+    for pid in job_pids(tag):
+        try:
+            with open(f"/proc/{pid}/stat") as handle:
+                stat = handle.read()
+            if int(stat[stat.rindex(")") + 2:].split()[2]) == pgid:
+                return True
+        except (OSError, ValueError, IndexError):
+            pass
+    return False
+
+
 def catches(pid: int, sig: int) -> bool:
     """Whether process ``pid`` has a handler for ``sig`` (``SigCgt`` in its status)."""
     try:
@@ -146,12 +161,45 @@ def kill_job(tag: str, within_s: float = 5.0) -> tuple[list[int], set[str]]:
     return killed, shm
 
 
-def remove_shm(names: set[str], tag: str = "") -> list[str]:
-    """Unlink ``names`` and every segment holding ``tag`` from /dev/shm; return what was removed."""
+def shm_names() -> frozenset[str]:
+    """What ``/dev/shm`` holds now: taken before a job starts, none of it is the job's to remove."""
+    return frozenset(os.listdir(SHM_DIR)) if SHM_DIR.is_dir() else frozenset()
+
+
+def mapped_inodes() -> set[int]:
+    """The inodes of the ``/dev/shm`` files that any live process (that we may read) maps."""
+    inodes = set()
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry.name}/maps") as handle:
+                for line in handle:
+                    fields = line.split(maxsplit=5)
+                    if len(fields) == 6 and fields[5].startswith(f"{SHM_DIR}/"):
+                        inodes.add(int(fields[4]))
+        except (OSError, ValueError):
+            pass
+    return inodes
+
+
+def remove_shm(names: set[str], tag: str = "", keep: frozenset[str] = frozenset()) -> list[str]:
+    """Unlink ``names`` and every segment holding ``tag`` from /dev/shm; return what was removed.
+
+    Call it when the job's processes are gone.  A name in ``keep`` (what existed before the job
+    started) stays, and so does one that a live process still maps: the job opened it, someone
+    else made it."""
     if tag and SHM_DIR.is_dir():
         names = set(names) | {p.name for p in SHM_DIR.iterdir() if tag in p.name}
+    names = set(names) - set(keep)
+    in_use = mapped_inodes() if names else set()
     removed = []
     for name in sorted(names):
+        try:
+            if (SHM_DIR / name).stat().st_ino in in_use:
+                continue
+        except OSError:
+            continue
         try:
             (SHM_DIR / name).unlink()
             removed.append(name)
@@ -202,10 +250,11 @@ class Watchdog:
             self.popen.wait(timeout_s)
 
 
-def sweep(tag: str, folders: set[str], undo: list[list[str]], shm: set[str]) -> None:
-    """Kill the job, then remove its segments and folders and undo its setup."""
+def sweep(tag: str, folders: set[str], undo: list[list[str]], shm: set[str],
+          keep: frozenset[str] = frozenset()) -> None:
+    """Kill the job, then remove its segments (not those in ``keep``) and folders and undo its setup."""
     killed, mapped = kill_job(tag, within_s=8.0)
-    removed = remove_shm(shm | mapped, tag)
+    removed = remove_shm(shm | mapped, tag, keep)
     for folder in folders:
         shutil.rmtree(folder, ignore_errors=True)
     for argv in reversed(undo):
@@ -226,6 +275,7 @@ def main(tag: str, parent: int) -> None:
         signal.signal(sig, signal.SIG_IGN)  # a Ctrl-C or a closed terminal: the supervisor decides
     signal.signal(signal.SIGTERM, _exit_now)
     folders, undo, shm, recorded_at, pending = set(), [], set(), 0.0, b""
+    preexisting = shm_names()  # started before the job's first process: none of this is the job's
     try:
         while True:
             gone = os.getppid() != parent  # re-parented: the supervisor died
@@ -252,7 +302,7 @@ def main(tag: str, parent: int) -> None:
                     undo.append(json.loads(args[0]))
     except SystemExit:
         pass
-    sweep(tag, folders, undo, shm)
+    sweep(tag, folders, undo, shm, preexisting)
 
 
 if __name__ == "__main__":

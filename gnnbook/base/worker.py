@@ -169,3 +169,22 @@ def fail_on_rank(rank: int, how: str = "raise", after_s: float = 0.5) -> str:
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))
+
+
+def exit_early_or_wait() -> None:
+    """Rank 1 leaves at once with code 0, without its peers; rank 0 finishes and then waits in
+    :func:`leave_together` for a rank that never comes.  The launcher must stop the job after its
+    peer-exit grace, not at the deadline."""
+    import torch.distributed as dist
+
+    if dist.get_rank() == 1:
+        os._exit(0)
+
+
+def listening_sockets() -> dict[str, Any]:
+    """This rank's listening TCP addresses and the interface gloo was pinned to."""
+    import psutil
+
+    listening = [c.laddr.ip for c in psutil.Process().net_connections(kind="tcp") if c.status == psutil.CONN_LISTEN]
+    return {"listening": listening, "gloo_ifname": os.environ.get("GLOO_SOCKET_IFNAME")}
+
