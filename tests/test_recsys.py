@@ -156,3 +156,25 @@ def test_python_m_gnnbook_datasets_lists_movielens(capsys):
 
     assert main(["datasets"]) == 0
     assert "ml-latest-small        671    9066   100004" in capsys.readouterr().out
+
+
+def test_a_process_with_an_empty_share_of_the_last_batch_adds_zero_not_nan():
+    """A last batch smaller than the world gives a process no interactions (issue 22, item 9): the
+    shares' losses still add up to the whole batch's loss, and no gradient is NaN."""
+    from gnnbook.applications.sharded_embedding import _rows, _step_loss
+
+    generator = torch.Generator().manual_seed(0)
+    table = torch.randn(12, 4, generator=generator, requires_grad=True)   # 6 users, then 6 items
+    users, positives, negatives = torch.tensor([1, 2]), torch.tensor([0, 3]), torch.tensor([4, 5])
+    whole = _step_loss(table[_rows(users, positives, negatives, 6)], users, positives, negatives, 2, 1e-2)
+    world = 3                                  # 2 interactions over 3 processes: one gets none
+    parts = []
+    for rank in range(world):
+        share = slice(rank * 2 // world, (rank + 1) * 2 // world)
+        rows = table[_rows(users[share], positives[share], negatives[share], 6)]
+        parts.append(_step_loss(rows, users[share], positives[share], negatives[share], 2, 1e-2))
+    assert any(len(users[slice(r * 2 // world, (r + 1) * 2 // world)]) == 0 for r in range(world))
+    total = sum(parts)
+    assert torch.isfinite(total) and abs(float(total) - float(whole)) < 1e-6
+    total.backward()
+    assert torch.isfinite(table.grad).all()

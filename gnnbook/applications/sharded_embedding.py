@@ -70,6 +70,8 @@ def batches(split: InteractionSplit, epoch: int, batch_size: int, seed: int):
 def _step_loss(table_rows, users, positives, negatives, batch_total: int, l2: float):
     """Sum of this process's BPR terms and L2 penalty over the whole batch's size (rows: users, then items)."""
     n = len(users)
+    if n == 0:  # a last batch smaller than the world leaves a process no share: it adds nothing (not NaN)
+        return table_rows.sum() * 0.0
     u, p, q = table_rows[:n], table_rows[n:2 * n], table_rows[2 * n:]
     loss = bpr_loss((u * p).sum(1), (u * q).sum(1)) * n / batch_total
     return loss + l2 * (u.pow(2).sum() + p.pow(2).sum() + q.pow(2).sum()) / (2 * batch_total)
