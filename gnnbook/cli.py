@@ -93,6 +93,7 @@ def datasets_markdown() -> str:
 
 
 def _train(args: argparse.Namespace) -> int:
+    from .base.env import check_device
     from .data import load_dataset
     from .models import MODEL_DEFAULTS
     from .training.train import summarize, train_over_seeds
@@ -101,6 +102,7 @@ def _train(args: argparse.Namespace) -> int:
         raise UserError(f"unknown model '{args.model}'. Known models: {', '.join(MODEL_DEFAULTS)}.")
     if args.seeds < 1:
         raise UserError("--seeds must be at least 1.")
+    check_device(args.device)  # before any work: PyPI's DGL is a CPU build
     graph = load_dataset(args.dataset)
     options = {} if args.epochs is None else {"epochs": args.epochs}
     results = train_over_seeds(graph, args.model, args.seeds, progress=not args.no_progress,

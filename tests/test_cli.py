@@ -76,3 +76,23 @@ def test_reproduces_the_papers_over_five_seeds(dataset, model, floor):
     run = gnnbook("train", "--dataset", dataset, "--model", model, "--seeds", "5", "--json", "--no-progress")
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["test_acc_mean"] >= floor
+
+
+def test_train_on_cuda_without_dgl_cuda_stops_at_once_with_the_fix():
+    """PyPI's DGL 2.1.0 is CPU-only: --device cuda stops before loading anything, saying how to get DGL's CUDA build."""
+    import torch
+
+    from gnnbook.base.env import DGL_CUDA_INSTALL, check_device, dgl_has_cuda
+
+    if torch.cuda.is_available() and dgl_has_cuda():
+        pytest.skip("this machine has a GPU and DGL's CUDA build: --device cuda works")
+    run = gnnbook("train", "--dataset", "cora", "--device", "cuda", "--no-progress", timeout=120)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    message = run.stderr
+    assert "PyPI's dgl 2.1.0" in message and "CPU-only" in message
+    assert DGL_CUDA_INSTALL in message and "https://data.dgl.ai/wheels/torch-2.2/cu121/repo.html" in message
+    assert "lab12_feature_loading" in message and "--device cpu" in message
+    assert "test accuracy" not in run.stdout, "nothing was trained"
+    assert check_device("cpu") == "cpu"
+    with pytest.raises(Exception, match="unknown device 'tpu'"):
+        check_device("tpu")
