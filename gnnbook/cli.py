@@ -95,11 +95,8 @@ def datasets_markdown() -> str:
 def _train(args: argparse.Namespace) -> int:
     from .base.env import check_device
     from .data import load_dataset
-    from .models import MODEL_DEFAULTS
     from .training.train import summarize, train_over_seeds
 
-    if args.model not in MODEL_DEFAULTS:
-        raise UserError(f"unknown model '{args.model}'. Known models: {', '.join(MODEL_DEFAULTS)}.")
     if args.seeds < 1:
         raise UserError("--seeds must be at least 1.")
     check_device(args.device)  # before any work: PyPI's DGL is a CPU build
@@ -119,23 +116,30 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .data import dataset_help
+    from .models import MODEL_DEFAULTS
+
     parser = argparse.ArgumentParser(prog="python -m gnnbook", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("env", help="print versions and check the course's pins")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                help="`python -m gnnbook COMMAND --help` for each command's options")
+    p = sub.add_parser("env", help="print versions and check the course's pins (exits 1 when one is violated)")
     p.set_defaults(func=_env)
-    p = sub.add_parser("datasets", help="table of the shipped datasets")
-    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("datasets", help="table of the shipped datasets (downloads a missing one unless --offline)")
+    p.add_argument("--json", action="store_true", help="print one JSON list of rows instead of tables")
     p.add_argument("--markdown", action="store_true", help="print data/README.md's tables")
     p.add_argument("--offline", action="store_true", help="never download")
     p.set_defaults(func=_datasets)
     p = sub.add_parser("train", help="full-graph node classification over several seeds")
-    p.add_argument("--dataset", default="cora")
-    p.add_argument("--model", default="gcn")
-    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--dataset", default="cora", help=dataset_help("the graph to train on") + " (default: cora)")
+    p.add_argument("--model", default="gcn", choices=list(MODEL_DEFAULTS),
+                   help="the model, with its paper's hyperparameters (gnnbook.models.MODEL_DEFAULTS; default: gcn)")
+    p.add_argument("--seeds", type=int, default=5, help="train once per seed 0..N-1 and report mean and spread "
+                   "(default: 5)")
     p.add_argument("--epochs", type=int, default=None, help="maximum epochs (default: the paper's)")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N; cuda needs DGL's CUDA build "
+                   "(PyPI's DGL is CPU-only: the command says how to install it)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars (for logs and scripts)")
     p.set_defaults(func=_train)
     for register in _extensions():
         register(sub)
