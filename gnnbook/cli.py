@@ -44,6 +44,8 @@ def _datasets(args: argparse.Namespace) -> int:
     if args.markdown:
         print(datasets_markdown())
         return 0
+    if args.fetch:
+        return _fetch(offline=args.offline)
     rows = []
     for name, spec in DATASETS.items():
         a = load_arrays(name, download=not args.offline)
@@ -75,6 +77,27 @@ def _datasets(args: argparse.Namespace) -> int:
     print(header + "\n" + "-" * (len(header) - 1))
     for r in ratings:
         print(f"{r['dataset']:<18}{r['users']:>8}{r['items']:>8}{r['ratings']:>9}")
+    return 0
+
+
+def _fetch(offline: bool) -> int:
+    """Every shipped dataset's raw files found or downloaded, and their SHA-256 checked now."""
+    from .data import DATASETS, RATINGS_DATASETS, TRAFFIC_DATASETS
+    from .data.files import cache_dir, fetch
+
+    bad = []
+    for name, spec in {**DATASETS, **TRAFFIC_DATASETS, **RATINGS_DATASETS}.items():
+        rows = fetch(spec, download=not offline)
+        bad += [path for _, path, ok in rows if not ok]
+        folders = sorted({str(path.parent) for _, path, _ in rows})
+        state = "ok" if all(ok for *_, ok in rows) else "CHECKSUM MISMATCH"
+        print(f"{name:<18}{len(rows):>3} file(s)  SHA-256 {state:<18} {', '.join(folders)}")
+    if bad:
+        print("\nThese files are not the pinned versions: delete them and run this command again to download "
+              "them:\n" + "\n".join(f"  {p}" for p in bad), file=sys.stderr)
+        return 1
+    print(f"\nEvery shipped dataset is present and verified; downloads go to {cache_dir()} "
+          "($GNNBOOK_DATA_DIR or data/). Notebooks and tests now run offline.")
     return 0
 
 
@@ -124,10 +147,14 @@ def build_parser() -> argparse.ArgumentParser:
                                 help="`python -m gnnbook COMMAND --help` for each command's options")
     p = sub.add_parser("env", help="print versions and check the course's pins (exits 1 when one is violated)")
     p.set_defaults(func=_env)
-    p = sub.add_parser("datasets", help="table of the shipped datasets (downloads a missing one unless --offline)")
+    p = sub.add_parser("datasets", help="table of the shipped datasets (downloads a missing one unless --offline); "
+                       "--fetch downloads and verifies them all for offline use")
     p.add_argument("--json", action="store_true", help="print one JSON list of rows instead of tables")
     p.add_argument("--markdown", action="store_true", help="print data/README.md's tables")
     p.add_argument("--offline", action="store_true", help="never download")
+    p.add_argument("--fetch", action="store_true", help="download every shipped dataset's raw files that are not "
+                   "found yet (into $GNNBOOK_DATA_DIR or data/) and check every file's SHA-256: run once before "
+                   "a class or a flight; with --offline only checks")
     p.set_defaults(func=_datasets)
     p = sub.add_parser("train", help="full-graph node classification over several seeds")
     p.add_argument("--dataset", default="cora", help=dataset_help("the graph to train on") + " (default: cora)")

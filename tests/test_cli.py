@@ -97,3 +97,41 @@ def test_train_on_cuda_without_dgl_cuda_stops_at_once_with_the_fix():
     assert check_device("cpu") == "cpu"
     with pytest.raises(Exception, match="unknown device 'tpu'"):
         check_device("tpu")
+
+
+def test_fetch_finds_and_verifies_every_shipped_dataset_offline(monkeypatch, capsys):
+    """`datasets --fetch` with GNNBOOK_DATA_DIR at the shared copies: every file found there, every SHA-256 checked,
+    no network (a download attempt fails the test)."""
+    from gnnbook.cli import main
+    from gnnbook.data import DATASETS, RATINGS_DATASETS, TRAFFIC_DATASETS
+    from gnnbook.data import files
+
+    shared = ROOT.parent / "shared" / "datasets"
+    if not shared.is_dir():
+        pytest.skip("no ../shared/datasets here")
+
+    def no_network(url, dest, sha):
+        raise AssertionError(f"tried to download {url}")
+
+    monkeypatch.setattr(files, "_download", no_network)
+    monkeypatch.setenv("GNNBOOK_DATA_DIR", str(shared))
+    assert main(["datasets", "--fetch"]) == 0
+    out = capsys.readouterr().out
+    every = {**DATASETS, **TRAFFIC_DATASETS, **RATINGS_DATASETS}
+    for name, spec in every.items():
+        line = next(line for line in out.splitlines() if line.startswith(name + " "))
+        assert f"{len(spec.files)} file(s)" in line and "SHA-256 ok" in line and str(shared) in line, line
+    assert "Every shipped dataset is present and verified" in out
+
+
+def test_fetch_reports_a_file_that_is_not_the_pinned_one(tmp_path, monkeypatch, capsys):
+    from gnnbook.cli import main
+
+    bad = tmp_path / "cora" / "ind.cora.x"
+    bad.parent.mkdir()
+    bad.write_bytes(b"not the pinned file")
+    monkeypatch.setenv("GNNBOOK_DATA_DIR", str(tmp_path))
+    assert main(["datasets", "--fetch", "--offline"]) == 1
+    captured = capsys.readouterr()
+    assert "cora" in captured.out and "CHECKSUM MISMATCH" in captured.out
+    assert str(bad) in captured.err and "delete them" in captured.err
