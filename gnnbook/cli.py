@@ -104,6 +104,7 @@ def _fetch(offline: bool) -> int:
 def datasets_markdown() -> str:
     """The dataset table of ``data/README.md``, generated from the registry."""
     from .data import DATASETS, RATINGS_DATASETS, TRAFFIC_DATASETS
+    from .data.registry import ORIGINAL_TERMS
 
     every = {**DATASETS, **TRAFFIC_DATASETS, **RATINGS_DATASETS}
     lines = ["| dataset | raw file | SHA-256 | pinned URL |", "|---|---|---|---|"]
@@ -112,6 +113,8 @@ def datasets_markdown() -> str:
             lines.append(f"| {name} | `{spec.folder}/{file}` | `{digest}` | {spec.url(file)} |")
     lines += ["", "| dataset | source @ commit | licence | shape |", "|---|---|---|---|"]
     lines += [f"| {n} | {s.source} | {s.licence} | {s.shape} |" for n, s in every.items()]
+    lines += ["", "| dataset | original data and its terms |", "|---|---|"]
+    lines += [f"| {n} | {ORIGINAL_TERMS[n]} |" for n in every]
     return "\n".join(lines)
 
 
