@@ -44,6 +44,8 @@ def _datasets(args: argparse.Namespace) -> int:
     if args.markdown:
         print(datasets_markdown())
         return 0
+    if args.fetch:
+        return _fetch(offline=args.offline)
     rows = []
     for name, spec in DATASETS.items():
         a = load_arrays(name, download=not args.offline)
@@ -78,9 +80,31 @@ def _datasets(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fetch(offline: bool) -> int:
+    """Every shipped dataset's raw files found or downloaded, and their SHA-256 checked now."""
+    from .data import DATASETS, RATINGS_DATASETS, TRAFFIC_DATASETS
+    from .data.files import cache_dir, fetch
+
+    bad = []
+    for name, spec in {**DATASETS, **TRAFFIC_DATASETS, **RATINGS_DATASETS}.items():
+        rows = fetch(spec, download=not offline)
+        bad += [path for _, path, ok in rows if not ok]
+        folders = sorted({str(path.parent) for _, path, _ in rows})
+        state = "ok" if all(ok for *_, ok in rows) else "CHECKSUM MISMATCH"
+        print(f"{name:<18}{len(rows):>3} file(s)  SHA-256 {state:<18} {', '.join(folders)}")
+    if bad:
+        print("\nThese files are not the pinned versions: delete them and run this command again to download "
+              "them:\n" + "\n".join(f"  {p}" for p in bad), file=sys.stderr)
+        return 1
+    print(f"\nEvery shipped dataset is present and verified; downloads go to {cache_dir()} "
+          "($GNNBOOK_DATA_DIR or data/). Notebooks and tests now run offline.")
+    return 0
+
+
 def datasets_markdown() -> str:
     """The dataset table of ``data/README.md``, generated from the registry."""
     from .data import DATASETS, RATINGS_DATASETS, TRAFFIC_DATASETS
+    from .data.registry import ORIGINAL_TERMS
 
     every = {**DATASETS, **TRAFFIC_DATASETS, **RATINGS_DATASETS}
     lines = ["| dataset | raw file | SHA-256 | pinned URL |", "|---|---|---|---|"]
@@ -89,18 +113,19 @@ def datasets_markdown() -> str:
             lines.append(f"| {name} | `{spec.folder}/{file}` | `{digest}` | {spec.url(file)} |")
     lines += ["", "| dataset | source @ commit | licence | shape |", "|---|---|---|---|"]
     lines += [f"| {n} | {s.source} | {s.licence} | {s.shape} |" for n, s in every.items()]
+    lines += ["", "| dataset | original data and its terms |", "|---|---|"]
+    lines += [f"| {n} | {ORIGINAL_TERMS[n]} |" for n in every]
     return "\n".join(lines)
 
 
 def _train(args: argparse.Namespace) -> int:
+    from .base.env import check_device
     from .data import load_dataset
-    from .models import MODEL_DEFAULTS
     from .training.train import summarize, train_over_seeds
 
-    if args.model not in MODEL_DEFAULTS:
-        raise UserError(f"unknown model '{args.model}'. Known models: {', '.join(MODEL_DEFAULTS)}.")
     if args.seeds < 1:
         raise UserError("--seeds must be at least 1.")
+    check_device(args.device)  # before any work: PyPI's DGL is a CPU build
     graph = load_dataset(args.dataset)
     options = {} if args.epochs is None else {"epochs": args.epochs}
     results = train_over_seeds(graph, args.model, args.seeds, progress=not args.no_progress,
@@ -117,23 +142,34 @@ def _train(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from .data import dataset_help
+    from .models import MODEL_DEFAULTS
+
     parser = argparse.ArgumentParser(prog="python -m gnnbook", description=__doc__.split("\n\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("env", help="print versions and check the course's pins")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                help="`python -m gnnbook COMMAND --help` for each command's options")
+    p = sub.add_parser("env", help="print versions and check the course's pins (exits 1 when one is violated)")
     p.set_defaults(func=_env)
-    p = sub.add_parser("datasets", help="table of the shipped datasets")
-    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("datasets", help="table of the shipped datasets (downloads a missing one unless --offline); "
+                       "--fetch downloads and verifies them all for offline use")
+    p.add_argument("--json", action="store_true", help="print one JSON list of rows instead of tables")
     p.add_argument("--markdown", action="store_true", help="print data/README.md's tables")
     p.add_argument("--offline", action="store_true", help="never download")
+    p.add_argument("--fetch", action="store_true", help="download every shipped dataset's raw files that are not "
+                   "found yet (into $GNNBOOK_DATA_DIR or data/) and check every file's SHA-256: run once before "
+                   "a class or a flight; with --offline only checks")
     p.set_defaults(func=_datasets)
     p = sub.add_parser("train", help="full-graph node classification over several seeds")
-    p.add_argument("--dataset", default="cora")
-    p.add_argument("--model", default="gcn")
-    p.add_argument("--seeds", type=int, default=5)
+    p.add_argument("--dataset", default="cora", help=dataset_help("the graph to train on") + " (default: cora)")
+    p.add_argument("--model", default="gcn", choices=list(MODEL_DEFAULTS),
+                   help="the model, with its paper's hyperparameters (gnnbook.models.MODEL_DEFAULTS; default: gcn)")
+    p.add_argument("--seeds", type=int, default=5, help="train once per seed 0..N-1 and report mean and spread "
+                   "(default: 5)")
     p.add_argument("--epochs", type=int, default=None, help="maximum epochs (default: the paper's)")
-    p.add_argument("--device", default="cpu")
+    p.add_argument("--device", default="cpu", help="cpu (default), cuda or cuda:N; cuda needs DGL's CUDA build "
+                   "(PyPI's DGL is CPU-only: the command says how to install it)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help="no progress bars (for logs and scripts)")
     p.set_defaults(func=_train)
     for register in _extensions():
         register(sub)

@@ -43,7 +43,8 @@ def test_unknown_dataset_is_one_paragraph_without_traceback():
 
 def test_unknown_model_and_bad_seeds():
     run = gnnbook("train", "--model", "transformer")
-    assert run.returncode == 2 and "Known models: gcn, gat" in run.stderr and "Traceback" not in run.stderr
+    assert run.returncode == 2 and "invalid choice: 'transformer'" in run.stderr and "Traceback" not in run.stderr
+    assert "'gcn', 'gat'" in run.stderr, "argparse names the models (--model's choices)"
     run = gnnbook("train", "--seeds", "0")
     assert run.returncode == 2 and "--seeds must be at least 1" in run.stderr
 
@@ -76,3 +77,61 @@ def test_reproduces_the_papers_over_five_seeds(dataset, model, floor):
     run = gnnbook("train", "--dataset", dataset, "--model", model, "--seeds", "5", "--json", "--no-progress")
     assert run.returncode == 0, run.stderr
     assert json.loads(run.stdout)["test_acc_mean"] >= floor
+
+
+def test_train_on_cuda_without_dgl_cuda_stops_at_once_with_the_fix():
+    """PyPI's DGL 2.1.0 is CPU-only: --device cuda stops before loading anything, saying how to get DGL's CUDA build."""
+    import torch
+
+    from gnnbook.base.env import DGL_CUDA_INSTALL, check_device, dgl_has_cuda
+
+    if torch.cuda.is_available() and dgl_has_cuda():
+        pytest.skip("this machine has a GPU and DGL's CUDA build: --device cuda works")
+    run = gnnbook("train", "--dataset", "cora", "--device", "cuda", "--no-progress", timeout=120)
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr
+    message = run.stderr
+    assert "PyPI's dgl 2.1.0" in message and "CPU-only" in message
+    assert DGL_CUDA_INSTALL in message and "https://data.dgl.ai/wheels/torch-2.2/cu121/repo.html" in message
+    assert "lab12_feature_loading" in message and "--device cpu" in message
+    assert "test accuracy" not in run.stdout, "nothing was trained"
+    assert check_device("cpu") == "cpu"
+    with pytest.raises(Exception, match="unknown device 'tpu'"):
+        check_device("tpu")
+
+
+def test_fetch_finds_and_verifies_every_shipped_dataset_offline(monkeypatch, capsys):
+    """`datasets --fetch` with GNNBOOK_DATA_DIR at the shared copies: every file found there, every SHA-256 checked,
+    no network (a download attempt fails the test)."""
+    from gnnbook.cli import main
+    from gnnbook.data import DATASETS, RATINGS_DATASETS, TRAFFIC_DATASETS
+    from gnnbook.data import files
+
+    shared = ROOT.parent / "shared" / "datasets"
+    if not shared.is_dir():
+        pytest.skip("no ../shared/datasets here")
+
+    def no_network(url, dest, sha):
+        raise AssertionError(f"tried to download {url}")
+
+    monkeypatch.setattr(files, "_download", no_network)
+    monkeypatch.setenv("GNNBOOK_DATA_DIR", str(shared))
+    assert main(["datasets", "--fetch"]) == 0
+    out = capsys.readouterr().out
+    every = {**DATASETS, **TRAFFIC_DATASETS, **RATINGS_DATASETS}
+    for name, spec in every.items():
+        line = next(line for line in out.splitlines() if line.startswith(name + " "))
+        assert f"{len(spec.files)} file(s)" in line and "SHA-256 ok" in line and str(shared) in line, line
+    assert "Every shipped dataset is present and verified" in out
+
+
+def test_fetch_reports_a_file_that_is_not_the_pinned_one(tmp_path, monkeypatch, capsys):
+    from gnnbook.cli import main
+
+    bad = tmp_path / "cora" / "ind.cora.x"
+    bad.parent.mkdir()
+    bad.write_bytes(b"not the pinned file")
+    monkeypatch.setenv("GNNBOOK_DATA_DIR", str(tmp_path))
+    assert main(["datasets", "--fetch", "--offline"]) == 1
+    captured = capsys.readouterr()
+    assert "cora" in captured.out and "CHECKSUM MISMATCH" in captured.out
+    assert str(bad) in captured.err and "delete them" in captured.err

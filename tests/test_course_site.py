@@ -127,5 +127,36 @@ def test_site_has_every_page_image_and_link_and_needs_no_network(course):
             assert target.exists(), f"{page.relative_to(site)} links to a missing {link}"
             if parts.fragment and target.suffix == ".html" and target in pages:
                 assert parts.fragment in pages[target].ids, f"{page.relative_to(site)}: no anchor {link}"
+    css = "".join(p.read_text() for p in (site / "_static").glob("*.css"))
+    assert "Noto Sans CJK SC" in css and "WenQuanYi Micro Hei" in css, "a font stack with CJK fallbacks"
     mathjax = site / "_static" / "mathjax" / "MathJax.js"
     assert mathjax.exists() and "mathjax/MathJax.js" in (site / "notebooks" / "01_tiny.html").read_text()
+
+
+def test_chapter_map_has_every_notebook_of_the_course():
+    """Every notebook in chapters/ and labs/ is in exactly one row of the home page's map; 05a..06c and lab05b under
+    their chapters, the industry labs (10-12) in a row of their own."""
+    from gnnbook.course.site import BOOK_CHAPTERS, INDUSTRY_LABS, chapter_map, index_page
+
+    notebooks = sorted([*ROOT.glob("chapters/*.ipynb"), *ROOT.glob("labs/*.ipynb")])
+    assert len(notebooks) >= 27
+    rows = chapter_map(notebooks)
+    placed = [p for covered in rows.values() for p in covered]
+    missing = sorted(p.name for p in notebooks if p not in placed)
+    assert not missing, f"not on the chapter map: {missing}"
+    assert len(placed) == len(set(placed)) == len(notebooks), "each notebook in one row"
+    assert "Other notebooks" not in rows
+    five = {p.stem for p in rows[f"5 {BOOK_CHAPTERS[5]}"]}
+    assert {"05a_minibatch_training_and_sampling", "05g_historical_embeddings", "lab05b_historical_embeddings"} <= five
+    assert {p.stem[:5] for p in rows[INDUSTRY_LABS]} == {"lab10", "lab11", "lab12"}
+    page = index_page(notebooks, None)
+    assert all(f"(notebooks/{p.stem}.ipynb)" in page for p in notebooks)
+    assert INDUSTRY_LABS in page and "run `make course` first" in page
+
+
+def test_site_before_make_course_says_to_run_it(tmp_path, capsys):
+    from gnnbook.cli import main
+
+    assert main(["site", "--executed", str(tmp_path / "build" / "course"), "--out", str(tmp_path / "site")]) == 2
+    err = capsys.readouterr().err
+    assert "run `make course` first" in err and "Traceback" not in err and not (tmp_path / "site").exists()

@@ -9,6 +9,10 @@ from the installed package's metadata, so the check can never drift from the
 install.  ``python -m gnnbook env`` prints the table and exits non-zero when a
 pin is violated (for example torch 2.3 beside DGL 2.1, which DGL cannot load).
 
+:func:`check_device` is the one check of a ``--device`` option: every command
+that takes one calls it before any work, and it stops with the fix when the
+device cannot be used (PyPI's DGL 2.1.0 is a CPU build, whatever torch is).
+
 Example:
     >>> problems = check_pins({"torch": "2.3.0", "dgl": "2.1.0"}, ["torch==2.2.1", "dgl==2.1.0"])
     >>> problems[0].name, problems[0].installed
@@ -22,6 +26,8 @@ import sys
 from dataclasses import dataclass
 
 from packaging.requirements import Requirement
+
+from .errors import UserError
 
 # Why each hard pin exists, shown when it is violated.
 WHY = {
@@ -94,3 +100,49 @@ def report() -> tuple[str, list[PinProblem]]:
     except Exception as exc:  # a broken torch is exactly what this command must report
         lines.append(f"torch import failed: {exc}")
     return "\n".join(lines), problems
+
+
+# DGL's own wheel index for the pinned torch (2.2.x) and the CUDA of PyPI's torch 2.2.1 (12.1).
+DGL_CUDA_INSTALL = "pip install dgl==2.1.0 -f https://data.dgl.ai/wheels/torch-2.2/cu121/repo.html"
+
+
+def gpu_message(reason: str) -> str:
+    """Why a CUDA device cannot be used here and what to do about it (one paragraph)."""
+    return (f"cannot use a CUDA device: {reason}. PyPI's dgl 2.1.0 (the one the course pins) is a CPU-only "
+            f"build. For GPU training install DGL's CUDA build for the pinned torch 2.2.1 (CUDA 12.1) from "
+            f"DGL's own wheel index: `{DGL_CUDA_INSTALL}`, on a machine with an NVIDIA driver for CUDA 12.1 "
+            f"(check with `python -m gnnbook env`). Without it, run on the CPU (--device cpu, the default). "
+            f"The parts of the course that use a GPU without DGL (labs/lab12_feature_loading.ipynb, "
+            f"feature loading with pinned and zero-copy memory) need only torch's CUDA.")
+
+
+def dgl_has_cuda() -> bool:
+    """Whether the installed DGL was built with CUDA and sees a GPU (its runtime's CUDA device 0 exists)."""
+    import dgl
+
+    return bool(dgl.ndarray.gpu(0).exist)
+
+
+def check_device(device: str, needs_dgl: bool = True) -> str:
+    """Return ``device`` when it can be used; otherwise raise :class:`UserError` with the fix.
+
+    ``cpu`` always passes.  ``cuda`` (or ``cuda:N``) needs torch to see a GPU and, with
+    ``needs_dgl`` (graphs on the device), DGL's CUDA build.  Commands call this before any work.
+
+    Example:
+        >>> check_device("cpu")
+        'cpu'
+    """
+    import torch
+
+    kind = str(device).split(":")[0]
+    if kind == "cpu":
+        return device
+    if kind != "cuda":
+        raise UserError(f"unknown device '{device}': use cpu or cuda (cuda:N for GPU N).")
+    if not torch.cuda.is_available():
+        raise UserError(gpu_message(f"torch {torch.__version__} sees no CUDA GPU (torch.cuda.is_available() "
+                                    "is False)"))
+    if needs_dgl and not dgl_has_cuda():
+        raise UserError(gpu_message("the installed DGL has no CUDA support"))
+    return device

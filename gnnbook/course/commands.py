@@ -66,21 +66,24 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the teachers' commands to the course's command line."""
     p = sub.add_parser("release", help="student versions of the labs (nbgrader), solutions removed")
     p.add_argument("labs", nargs="*", help="lab notebooks (default: labs/*.ipynb)")
-    p.add_argument("--out", default=str(REPO_ROOT / "release"))
+    p.add_argument("--out", default=str(REPO_ROOT / "release"), help="folder for the student versions (default: release/)")
     p.set_defaults(func=_release)
     p = sub.add_parser("autograde", help="grade submitted labs (nbgrader) into a CSV of per-task points")
     p.add_argument("submissions", help="folder with one sub-folder per student holding <lab>.ipynb files")
     p.add_argument("--labs", nargs="*", default=[], help="the teacher's labs (default: labs/*.ipynb)")
-    p.add_argument("--grades", default=str(REPO_ROOT / "build" / "grades.csv"))
+    p.add_argument("--grades", default=str(REPO_ROOT / "build" / "grades.csv"),
+                   help="the CSV of points per student, lab and task (default: build/grades.csv)")
     p.add_argument("--autograded", default=str(REPO_ROOT / "build" / "autograded"),
                    help="where the executed submissions are kept")
     p.set_defaults(func=_autograde)
     p = sub.add_parser("course", help="run every notebook with papermill and print the table of claims")
     p.add_argument("notebooks", nargs="*", help="notebooks to run (default: chapters/*.ipynb labs/*.ipynb)")
-    p.add_argument("--out", default=str(REPO_ROOT / "build" / "course"))
+    p.add_argument("--out", default=str(REPO_ROOT / "build" / "course"),
+                   help="folder for the executed notebooks and claims.json (default: build/course/)")
     p.add_argument("--timeout", type=float, default=1800, help="seconds one cell may run")
     p.set_defaults(func=_course)
     p = sub.add_parser("site", help="the course website from the executed notebooks of `course`")
-    p.add_argument("--executed", default=str(REPO_ROOT / "build" / "course"))
-    p.add_argument("--out", default=str(REPO_ROOT / "build" / "site"))
+    p.add_argument("--executed", default=str(REPO_ROOT / "build" / "course"),
+                   help="the executed notebooks of `make course` (default: build/course/)")
+    p.add_argument("--out", default=str(REPO_ROOT / "build" / "site"), help="the website's folder (default: build/site/)")
     p.set_defaults(func=_site)

@@ -5,8 +5,8 @@ Book: none (the course website).
 Used in: no notebook directly.
 
 The home page holds the chapter map (the book's nine chapters, with their
-original titles, and the notebooks that cover each) and the course's claims
-table; the navigation lists every notebook with its section headings, which
+original titles, and the notebooks and labs that cover each, then the
+industry labs beyond the book) and the course's claims table; the navigation lists every notebook with its section headings, which
 carry the book's section numbers and original titles.  The site works
 offline: MathJax is served from the site itself (the copy that the
 ``jupyter-server-mathjax`` package ships), and no widget script is fetched
@@ -25,6 +25,7 @@ import sys
 import tempfile
 from pathlib import Path
 
+from ..base.errors import UserError
 from .course_run import SUMMARY, claims_table
 
 # The book's chapters, with the original titles (COURSE_PLAN, "the original section titles").
@@ -39,16 +40,24 @@ BOOK_CHAPTERS = {
     8: "Programming practice · 大规模图神经网络编程实践",
     9: "Summary and outlook · 总结与展望",
 }
-CHAPTER_OF = re.compile(r"^(?:lab)?(\d+)_")
+# The labs beyond the book (recommendation, spatio-temporal, feature loading) have a row of their own.
+INDUSTRY_LABS = "Industry labs (beyond the book) · 工业实践实验"
+# A notebook's chapter: 03_distributed_ml, 05a_minibatch_..., lab03_collectives and lab05b_... (a part letter).
+CHAPTER_OF = re.compile(r"^(?:lab)?(\d+)[a-z]?_")
+# The font stack of the pages: Latin fonts first, then CJK fallbacks for the book's Chinese titles (Debian and
+# Ubuntu: fonts-noto-cjk; Fedora: google-noto-sans-cjk-fonts), so they never show as empty boxes.
+FONT_STACK = ("'Helvetica Neue', Arial, 'Noto Sans CJK SC', 'Source Han Sans SC', 'WenQuanYi Micro Hei', "
+              "'Microsoft YaHei', 'PingFang SC', sans-serif")
 
 CONF = '''\
+FONT_STACK = "{font_stack}"        # CJK fallbacks for the Chinese titles
 project = "Parallel and Distributed GNN Training"
 extensions = ["myst_nb"]
 nb_execution_mode = "off"          # the notebooks were executed by `make course`
 nb_ipywidgets_js = {}              # no widget scripts from a CDN: progress bars stay text
 myst_enable_extensions = ["dollarmath", "amsmath"]
 html_theme = "alabaster"
-html_theme_options = {"sidebar_collapse": False, "font_family": "sans-serif", "head_font_family": "sans-serif"}
+html_theme_options = {"sidebar_collapse": False, "font_family": FONT_STACK, "head_font_family": FONT_STACK}
 html_sidebars = {"**": ["navigation.html", "searchbox.html"]}
 html_static_path = ["_static"]
 # MathJax 2 from the site itself, so that pages render offline.
@@ -61,9 +70,30 @@ suppress_warnings = ["mystnb.unknown_mime_type", "misc.highlighting_failure"]
 
 
 def chapter_of(name: str) -> int | None:
-    """The book chapter of a notebook file name (``03_distributed_ml`` and ``lab03_collectives`` are 3)."""
+    """The number in a notebook file name (``03_distributed_ml``, ``05a_...``, ``lab03_collectives`` and
+    ``lab05b_...`` give 3, 5, 3 and 5; the industry labs give 10-12)."""
     match = CHAPTER_OF.match(name)
     return int(match.group(1)) if match else None
+
+
+def chapter_map(notebooks: list[Path]) -> dict[str, list[Path]]:
+    """The home page's rows: each book chapter ("1 Introduction · 引言") with the notebooks and labs that cover it,
+    then the industry labs (a number beyond the book's nine chapters), then any notebook without a number.
+    Every notebook is in exactly one row."""
+    rows: dict[str, list[Path]] = {f"{n} {title}": [] for n, title in BOOK_CHAPTERS.items()}
+    rows[INDUSTRY_LABS] = []
+    other: list[Path] = []
+    for path in sorted(notebooks, key=lambda p: (p.stem.startswith("lab"), p.stem)):
+        number = chapter_of(Path(path).stem)
+        if number in BOOK_CHAPTERS:
+            rows[f"{number} {BOOK_CHAPTERS[number]}"].append(path)
+        elif number is not None:
+            rows[INDUSTRY_LABS].append(path)
+        else:
+            other.append(path)
+    if other:
+        rows["Other notebooks"] = other
+    return rows
 
 
 def notebook_title(path: Path) -> str:
@@ -84,10 +114,9 @@ def index_page(notebooks: list[Path], claims_rows: list[dict] | None) -> str:
              "Every chapter of the course is a notebook that measures what the book claims and asserts it; "
              "these pages show one executed run of every notebook (`make course`).", "",
              "## Chapter map", "", "| book chapter | notebooks |", "|---|---|"]
-    for number, title in BOOK_CHAPTERS.items():
-        covered = [p for p in notebooks if chapter_of(p.stem) == number]
+    for row, covered in chapter_map(notebooks).items():
         links = ", ".join(f"[{notebook_title(p)}](notebooks/{p.stem}.ipynb)" for p in covered) or "not in this build"
-        lines.append(f"| {number} {title} | {links.replace('|', '·')} |")
+        lines.append(f"| {row} | {links.replace('|', '·')} |")
     lines += ["", "## Claims: published vs measured", ""]
     if claims_rows:
         lines.append(claims_table(claims_rows, markdown=True))
@@ -116,7 +145,9 @@ def build_site(executed: Path, out: Path, notebooks: list[Path] | None = None) -
     executed, out = Path(executed), Path(out)
     notebooks = sorted(executed.glob("*.ipynb")) if notebooks is None else [Path(p) for p in notebooks]
     if not notebooks:
-        raise FileNotFoundError(f"no executed notebooks in {executed}: run `make course` first")
+        raise UserError(f"no executed notebooks in {executed}: the website shows the notebooks that `make course` "
+                        "ran, so run `make course` first (all notebooks, ~15-20 min on 2 cores; "
+                        "`make course NOTEBOOKS=\"chapters/02_gnn_models.ipynb\"` for a few), then `make site`.")
     summary = executed / SUMMARY
     rows = json.loads(summary.read_text()) if summary.exists() else None
     with tempfile.TemporaryDirectory(prefix="gnnbook-site-") as tmp:
@@ -124,7 +155,7 @@ def build_site(executed: Path, out: Path, notebooks: list[Path] | None = None) -
         (src / "notebooks").mkdir(parents=True)
         for nb in notebooks:
             shutil.copy(nb, src / "notebooks" / nb.name)
-        (src / "conf.py").write_text(CONF)
+        (src / "conf.py").write_text(CONF.replace("{font_stack}", FONT_STACK))
         (src / "index.md").write_text(index_page(notebooks, rows))
         shutil.copytree(mathjax_dir(), src / "_static" / "mathjax")
         result = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", str(src), str(html)],

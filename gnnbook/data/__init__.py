@@ -30,6 +30,7 @@ __all__ = [
     "Ratings",
     "TRAFFIC_DATASETS",
     "TrafficData",
+    "dataset_help",
     "dataset_names",
     "load_arrays",
     "load_dataset",
@@ -47,6 +48,14 @@ _CACHE_VERSION = 1
 def dataset_names() -> list[str]:
     """Every name ``load_dataset`` accepts: shipped datasets, then synthetic kinds."""
     return list(DATASETS) + list(SYNTHETIC_KINDS)
+
+
+def dataset_help(what: str = "the dataset") -> str:
+    """The help text of a command's ``--dataset`` option: every name :func:`load_dataset` takes.  Commands give
+    no argparse choices, so that ``Amazon_Photo`` is accepted and a misspelt name gets the closest known one."""
+    return (f"{what}: a shipped dataset ({', '.join(DATASETS)}) or a synthetic graph "
+            f"({', '.join(SYNTHETIC_KINDS)}; no files needed). Case and - or _ do not matter; an unknown name "
+            "gets the closest known one. `python -m gnnbook datasets` lists them with their sizes")
 
 
 def _unknown(name: str) -> DatasetError:

@@ -144,3 +144,12 @@ def raw_files(spec: DatasetSpec, download: bool = True) -> dict[str, Path]:
             f"{places}\nor set GNNBOOK_DATA_DIR to a folder holding '{spec.folder}/'."
         )
     return found
+
+
+def fetch(spec: DatasetSpec, download: bool = True) -> list[tuple[str, Path, bool]]:
+    """Find (or download) every raw file of ``spec`` and check its SHA-256 now: ``(file, path, ok)`` per file.
+
+    This is ``python -m gnnbook datasets --fetch``: run once online (or with ``$GNNBOOK_DATA_DIR`` pointing at a
+    classroom's copy), and every later load works offline.  A download is checked before it is written.
+    """
+    return [(file, path, sha256_of(path) == spec.files[file]) for file, path in raw_files(spec, download).items()]

@@ -156,3 +156,27 @@ RATINGS_DATASETS: dict[str, DatasetSpec] = {
         },
     ),
 }
+
+
+# The original data behind each mirror and what is known of its terms.  The ``licence`` above is the licence of the
+# repository the course downloads from; the data inside often came from elsewhere.  Where the original authors
+# stated no terms, this says so instead of guessing.
+ORIGINAL_TERMS: dict[str, str] = {
+    "cora": "Cora (McCallum et al., 2000), as prepared by LINQS (Sen et al., 2008) and Planetoid (Yang et al., 2016): "
+            "neither LINQS nor the original authors state a licence; the data's own terms are unclear. "
+            "Widely used for research; cite the papers",
+    "citeseer": "CiteSeer (Giles et al., 1998), as prepared by LINQS (Sen et al., 2008) and Planetoid: no licence "
+                "stated; terms unclear. Cite the papers",
+    "amazon-photo": "Shchur et al., 2018 (shchur/gnn-benchmark, MIT (c) 2018 its authors), built from McAuley et "
+                    "al.'s Amazon co-purchase and review data (SIGIR 2015), which was released for research without a "
+                    "stated licence: the original data's terms are unclear",
+    "amazon-computers": "as amazon-photo: Shchur et al., 2018 (MIT repository) from McAuley et al.'s Amazon data "
+                        "(no stated licence; terms unclear)",
+    "coauthor-cs": "Shchur et al., 2018 (MIT repository), built from the Microsoft Academic Graph of the KDD Cup 2016 "
+                   "challenge; the terms of that MAG release are not stated in these sources: unclear",
+    "los-loop": "T-GCN (Zhao et al., 2019): Los Angeles highway loop-detector speeds, the 207 sensors of METR-LA "
+                "(Jagadish et al., 2014; Li et al., DCRNN, 2018); no licence is stated for the original sensor data: "
+                "terms unclear",
+    "ml-latest-small": "MovieLens by GroupLens (Harper & Konstan, 2015): the terms in its README.txt, as in the "
+                       "licence column (no commercial use without permission; redistribute only under the same terms)",
+}

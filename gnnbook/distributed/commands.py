@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..base.procs import ProcessFailed
-from .config import TrainConfig
+from .config import CACHE_POLICIES, MODELS, TrainConfig
 from .launcher import JobPlan, LaunchError
 from .partition_files import METHODS, PartitionError
 
@@ -235,32 +235,76 @@ def _add_job_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dry-run", action="store_true", help="print every command with its environment; run nothing")
     parser.add_argument("--workdir", help="folder for ip_config, logs and results (default: a temporary folder; "
                         "with --hosts: ./gnnbook-jobs, which must be on a file system every host shares)")
-    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--json", action="store_true", help="print the result as JSON")
+
+
+# Help for the options that TrainConfig.add_arguments makes from its fields (the comments in config.py).
+TRAIN_HELP = {
+    "model": "the model the trainers train (default: sage)",
+    "epochs": "passes over each trainer's training nodes (default: 20)",
+    "batch_size": "seed nodes per minibatch, per trainer; the single-process baseline uses batch-size x trainers, "
+                  "so both take the same number of steps (default: 4)",
+    "eval_batch_size": "nodes per minibatch when evaluating (default: 256)",
+    "lr": "Adam's learning rate (default: 0.003 for sage, 0.005 for gat)",
+    "weight_decay": "Adam's weight decay, an L2 penalty (default: 5e-4)",
+    "hidden": "hidden width (default: the paper's, gnnbook.models.MODEL_DEFAULTS)",
+    "seed": "seed of each trainer's model, minibatches and sampling (default: 0)",
+    "checkpoint_dir": "save a checkpoint here after every epoch",
+    "resume": "continue from the checkpoint in --checkpoint-dir; an error if there is none or it was saved with "
+              "other settings, world size or partition",
+    "resume_if_present": "continue from the checkpoint in --checkpoint-dir if there is one, else start at epoch 0",
+    "feat_name": "node data holding the features (default: 'feat' or 'features', whichever the partition has)",
+    "label_name": "node data holding the labels (default: 'label' or 'labels', whichever the partition has)",
+    "out": "file where trainer rank 0 writes the JSON result",
+    "fail_after_epoch": "fault injection for the course: trainer rank 0 kills itself after this epoch",
+    "cache_policy": f"each trainer's cache of remote feature rows, one of {', '.join(CACHE_POLICIES)}: filled once "
+                    "from the servers, only misses are fetched (default: none)",
+    "cache_fraction": "rows each trainer caches, as a share of all nodes, in (0, 1] (default: 0.1)",
+    "verify_cache": "also fetch every row from the servers and count the cached rows that differ (tests)",
+    "repeatable_sampling": "seed the graph servers' sampling before every epoch, so that two jobs with the same "
+                           "--seed draw the same neighbours (A/B comparisons; 2 machines x 1 trainer only)",
+}
+
+
+def _explain_train_options(parser: argparse.ArgumentParser) -> None:
+    """Give the options of :meth:`TrainConfig.add_arguments` their help texts, and --model its choices."""
+    for action in parser._actions:
+        if action.dest in TRAIN_HELP and not action.help:
+            action.help = TRAIN_HELP[action.dest]
+        if action.dest == "model":
+            action.choices = MODELS
+        if action.dest == "cache_policy":  # checked by TrainConfig, whose error names the choices
+            action.metavar = "{" + ",".join(CACHE_POLICIES) + "}"
 
 
 def register(subparsers: Any) -> None:
     """Add ``partition``, ``dist-train`` and ``launch`` to an argparse subparsers object."""
     p = subparsers.add_parser("partition", help="partition a dataset for DistDGL and report cut / replication / balance")
-    p.add_argument("--dataset")
-    p.add_argument("--num-parts", type=int)
-    p.add_argument("--method", choices=METHODS, default="metis")
+    from ..data import dataset_help
+
+    p.add_argument("--dataset", help=dataset_help("the graph to partition"))
+    p.add_argument("--num-parts", type=int, help="number of partitions (one per machine)")
+    p.add_argument("--method", choices=METHODS, default="metis", help="metis: DGL's METIS (few cut edges); random: "
+                   "each node to a random partition (default: metis)")
     p.add_argument("--out", help="output folder (default: the partition cache)")
-    p.add_argument("--option", action="append", default=[], help="synthetic dataset option KEY=VALUE")
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--option", action="append", default=[], help="synthetic dataset option KEY=VALUE, repeatable "
+                   "(e.g. --option num_nodes=20000)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the partitioner (default: 0)")
     p.add_argument("--read", metavar="CONFIG", help="only read back an existing partition config")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="print the report as JSON")
     p.set_defaults(func=_guard(_partition))
 
     p = subparsers.add_parser("dist-train", help="distributed DGL training (servers, trainers, partitions)")
-    p.add_argument("--dataset")
+    p.add_argument("--dataset", help=dataset_help("the graph to train on, partitioned into the cache when needed"))
     p.add_argument("--part-config", help="use this partition config instead of partitioning --dataset")
-    p.add_argument("--num-parts", type=int, default=2)
-    p.add_argument("--method", choices=METHODS, default="metis")
-    p.add_argument("--option", action="append", default=[], help="synthetic dataset option KEY=VALUE")
+    p.add_argument("--num-parts", type=int, default=2, help="partitions, one per (emulated) machine (default: 2)")
+    p.add_argument("--method", choices=METHODS, default="metis", help="how --dataset is partitioned (default: metis)")
+    p.add_argument("--option", action="append", default=[], help="synthetic dataset option KEY=VALUE, repeatable")
     p.add_argument("--no-baseline", action="store_true", help="skip the single-process comparison")
     p.add_argument("--history", action="store_true", help="include per-epoch history in the JSON")
     _add_job_options(p)
     TrainConfig.add_arguments(p)
+    _explain_train_options(p)
     p.set_defaults(func=_guard(_dist_train))
 
     p = subparsers.add_parser("launch", help="run any DistDGL script under the gnnbook launcher",
@@ -268,7 +312,7 @@ def register(subparsers: Any) -> None:
                               "{part_config}, {graph_name}, {num_parts}, {num_trainers}, {num_servers}, "
                               "{num_samplers} and {workdir} become this job's values; every process also has "
                               "DGL_IP_CONFIG and DGL_CONF_PATH in its environment.")
-    p.add_argument("--part-config", required=True)
+    p.add_argument("--part-config", required=True, help="the partition config (JSON) of the graph the script trains on")
     _add_job_options(p)
     p.add_argument("script", nargs=argparse.REMAINDER,
                    help="-- python your_script.py --ip_config {ip_config} --part_config {part_config} ...")
