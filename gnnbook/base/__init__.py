@@ -4,9 +4,10 @@ what every chapter's real processes and measured claims stand on).
 - ``procs``: supervised process groups (deadline, fail fast, nothing left behind); ``reaper``, their
   watchdog that outlives a killed launcher;
 - ``launch`` / ``worker``: a function run in N real ranks joined by torch.distributed (gloo);
-- ``memory``: peak memory of a block of code; ``wire``: bytes measured on this process's TCP sockets;
+- ``memory``: peak memory of a block of code; ``budget``: a hard memory limit for a group of processes
+  (a memory cgroup) and its measured peak; ``wire``: bytes measured on this process's TCP sockets;
 - ``seeding``: one seed for everything, DGL's sampler on one thread; ``errors``: ``UserError``;
   ``env``: the installed versions against the course's pins.
 """
 
-__all__ = ["env", "errors", "launch", "memory", "procs", "reaper", "seeding", "wire", "worker"]
+__all__ = ["budget", "env", "errors", "launch", "memory", "procs", "reaper", "seeding", "wire", "worker"]
