@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -45,11 +46,18 @@ def identity(config: TrainConfig, world_size: int, part_config: str | Path) -> d
 
 
 def save_checkpoint(directory: str | Path, state: dict[str, Any]) -> None:
+    """Write ``state`` to ``directory/checkpoint.pt`` through a temporary file of its own
+    (created exclusively, with a random name, in the same folder) and a rename."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    tmp = directory / f".{CHECKPOINT}.{os.getpid()}"
-    torch.save(state, tmp)
-    os.replace(tmp, directory / CHECKPOINT)  # never a half-written checkpoint
+    fd, tmp = tempfile.mkstemp(prefix=f".{CHECKPOINT}.", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            torch.save(state, f)
+        os.replace(tmp, directory / CHECKPOINT)  # never a half-written checkpoint
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
 
 
 def load_checkpoint(directory: str | Path) -> dict[str, Any] | None:
@@ -80,4 +88,9 @@ def resume_state(config: TrainConfig, world_size: int, part_config: str | Path) 
         raise CheckpointError(f"the checkpoint in {config.checkpoint_dir} was saved by a different run ({what}); "
                               "resume with the same settings, world size and partition, or choose another "
                               "--checkpoint-dir")
+    done = int(state.get("epoch", -1)) + 1
+    if done >= config.epochs:
+        raise CheckpointError(f"the checkpoint in {config.checkpoint_dir} has already trained {done} epochs and "
+                              f"--epochs is {config.epochs}: resuming would train none; ask for more epochs "
+                              f"(e.g. --epochs {done + config.epochs}) or choose another --checkpoint-dir")
     return state

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from .config import TrainConfig
+from .emulation import preflight
 from .launcher import Job, JobPlan, LaunchError, plan_job, read_host_file, render, run_with_fresh_ports
 from .partition_files import read_config
 from .repeatable import check_repeatable
@@ -138,15 +139,21 @@ class LocalCluster:
         return Path(tempfile.mkdtemp(prefix=f"job{self.jobs}-", dir=self.workdir))
 
     def plan(self, command: list[str], workdir: Path | None = None) -> JobPlan:
-        """What :meth:`run` would start (see :func:`gnnbook.distributed.launcher.render`)."""
+        """What :meth:`run` would start (see :func:`gnnbook.distributed.launcher.render`), with the
+        placeholders of :func:`~gnnbook.distributed.launcher.fill_placeholders` in ``command`` filled."""
         return plan_job(self.part_config, command, self.num_trainers, self.num_servers, self.num_samplers,
                         mode=self.mode, hosts=self.hosts, workdir=workdir or self.new_job_dir(),
                         netns_machines=self._namespaces.machines if self._namespaces else None)
 
     def start(self, command: list[str], workdir: Path | None = None, deadline_s: float | None = None) -> Job:
         """Start a job and return it running (for tests that kill a process);
-        use it as a context manager so that it is always stopped."""
+        use it as a context manager so that it is always stopped.  In a local job
+        the trainers' interpreter is first checked for the emulation adaptation
+        (:func:`~gnnbook.distributed.emulation.preflight`): nothing starts without it."""
         self.last_plan = self.plan(command, workdir)
+        if self.last_plan.mode == "local":
+            trainer = next(p for p in self.last_plan.processes if p.role == "trainer")
+            preflight(trainer.argv, trainer.env)
         job = Job(self.last_plan, deadline_s or self.deadline_s or RUN_DEADLINE_S)
         # If this process is killed, the watchdog removes what __exit__ would have.
         if self._own_workdir and not self.keep_workdir:

@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
 from dataclasses import replace
 from pathlib import Path
@@ -38,7 +37,7 @@ from typing import Any, Callable
 
 from ..base.procs import ProcessFailed
 from .config import CACHE_POLICIES, MODELS, TrainConfig
-from .launcher import JobPlan, LaunchError
+from .launcher import LaunchError
 from .partition_files import METHODS, PartitionError
 
 
@@ -172,52 +171,19 @@ def _check_inputs(part_config: Path, config: TrainConfig, num_trainers: int) -> 
     resume_state(config, int(read_config(part_config)["num_parts"]) * num_trainers, part_config)
 
 
-PLACEHOLDER = re.compile(r"\{(ip_config|part_config|graph_name|num_parts|num_trainers|num_servers|num_samplers|workdir)\}")
-
-
-def fill_placeholders(plan: JobPlan, num_trainers: int, num_servers: int, num_samplers: int) -> None:
-    """Replace ``{ip_config}``, ``{part_config}``... in every command of ``plan``
-    with this job's values (other braces are left alone).
-
-    Example:
-        >>> fill_placeholders(plan, 2, 1, 0)  # doctest: +SKIP
-        >>> plan.processes[0].argv                                                   # doctest: +SKIP
-        ['python3', 'node_classification.py', '--ip_config', '/tmp/gnnbook-dist-x/ip_config.txt']
-    """
-    from .partition_files import read_config
-
-    meta = read_config(plan.part_config)
-    values = dict(ip_config=str(plan.ip_config), part_config=str(plan.part_config), graph_name=meta["graph_name"],
-                  num_parts=str(meta["num_parts"]), num_trainers=str(num_trainers), num_servers=str(num_servers),
-                  num_samplers=str(num_samplers), workdir=str(plan.workdir))
-
-    def fill(words: list[str]) -> list[str]:
-        return [PLACEHOLDER.sub(lambda m: values[m.group(1)], w) for w in words]
-
-    for proc in plan.processes:
-        proc.argv, proc.full_argv = fill(proc.argv), fill(proc.full_argv)
-
-
 def _launch(args: argparse.Namespace) -> int:
-    from .emulation import preflight
-    from .launcher import Job, render
+    from .launcher import render
 
     # Only the first '--' separates gnnbook's options from the command; the command keeps its own.
     command = args.script[1:] if args.script[:1] == ["--"] else list(args.script or [])
     if not command:
         raise LaunchError("launch needs the command to run after '--', e.g. -- python train.py --epochs 2")
     with _cluster(args, Path(args.part_config)) as cluster:
-        plan = cluster.plan(command)
-        fill_placeholders(plan, args.num_trainers, args.num_servers, args.num_samplers)
         if args.dry_run:
-            print(render(plan))
+            print(render(cluster.plan(command)))
             return 0
-        if plan.mode == "local":  # the script's interpreter must pick up the emulation adaptation
-            trainer = next(p for p in plan.processes if p.role == "trainer")
-            preflight(trainer.argv, trainer.env)
-        cluster.last_plan = plan
-        with Job(plan, cluster.deadline_s) as job:
-            codes = job.wait()
+        # The start path of dist-train: preflight, fresh ports on a clash, logs kept on failure.
+        codes = cluster.run(command)
     print(json.dumps(codes) if args.json else "\n".join(f"{k}: exit {v}" for k, v in codes.items()))
     return 0
 

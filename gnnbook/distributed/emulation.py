@@ -265,17 +265,17 @@ def _inactive(cause: str) -> str:
 
 
 def _python_options(command: list[str]) -> list[str] | None:
-    """The interpreter options of ``python [OPTIONS] script ...``, or None if
-    ``command`` does not start a Python interpreter directly."""
+    """The interpreter options of ``python [OPTIONS] script ...`` (``-X dev``, ``-W error``
+    and ``-Wd`` included), or None if ``command`` does not start a Python interpreter directly."""
     if not command or not re.fullmatch(r"python[0-9.]*", Path(command[0]).name):
         return None
-    options = []
-    for word in command[1:]:
-        if not word.startswith("-") or word in ("-", "-c", "-m"):
+    options, words = [], iter(command[1:])
+    for word in words:
+        if not word.startswith("-") or word in ("-", "-c", "-m") or word.startswith(("-c", "-m")):
             break
         options.append(word)
-        if word in ("-X", "-W"):
-            return None  # an option with a separate value: not worth parsing, skip the check
+        if word in ("-X", "-W"):  # the value is the next word
+            options.append(next(words, ""))
     return options
 
 

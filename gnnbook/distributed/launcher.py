@@ -223,6 +223,21 @@ def read_host_file(path: str | Path) -> list[tuple[str, int | None]]:
     return hosts
 
 
+PLACEHOLDER = re.compile(r"\{(ip_config|part_config|graph_name|num_parts|num_trainers|num_servers|num_samplers|workdir)\}")
+
+
+def fill_placeholders(command: list[str], values: dict[str, str]) -> list[str]:
+    """``command`` with ``{ip_config}``, ``{part_config}``... replaced by ``values``
+    (other braces are left alone).  :func:`plan_job` fills them word by word,
+    before any word is quoted for a shell, so a value can never close a quote.
+
+    Example:
+        >>> fill_placeholders(["python3", "train.py", "--ip_config", "{ip_config}", "{x}"], {"ip_config": "/j/ip.txt"})
+        ['python3', 'train.py', '--ip_config', '/j/ip.txt', '{x}']
+    """
+    return [PLACEHOLDER.sub(lambda m: values.get(m.group(1), m.group(0)), word) for word in command]
+
+
 def _env_words(env: dict[str, str]) -> list[str]:
     return [f"{k}={v}" for k, v in env.items()]
 
@@ -232,7 +247,8 @@ def plan_job(part_config: str | Path, command: list[str], num_trainers: int = 1,
              workdir: str | Path | None = None, master_port: int | None = None, base_port: int | None = None,
              omp_threads: int = 1, netns_machines: list[Machine] | None = None) -> JobPlan:
     """Everything the job will run, where, with which variables; nothing starts.
-    The number of machines is the number of partitions in ``part_config``."""
+    The number of machines is the number of partitions in ``part_config``; the
+    placeholders of :func:`fill_placeholders` in ``command`` become this job's values."""
     from .partition_files import read_config
 
     if mode not in MODES:
@@ -243,7 +259,8 @@ def plan_job(part_config: str | Path, command: list[str], num_trainers: int = 1,
     if not command:
         raise LaunchError("no training command given")
     part_config = Path(part_config).resolve()
-    num_parts = int(read_config(part_config)["num_parts"])
+    meta = read_config(part_config)
+    num_parts = int(meta["num_parts"])
     job_tag = emulation.new_job_tag()
 
     if mode == "local":
@@ -275,10 +292,21 @@ def plan_job(part_config: str | Path, command: list[str], num_trainers: int = 1,
         if len(hosts) != num_parts:
             raise LaunchError(f"the host file lists {len(hosts)} hosts but {part_config.name} has {num_parts} "
                               "partitions; DGL needs one machine per partition")
-        machines = []
+        machines, seen = [], {}
+        ips = [ip for ip, _ in hosts]
         for m, (ip, port) in enumerate(hosts):
+            if (ip, port or 30050) in seen:
+                raise LaunchError(f"the host file lists {ip} port {port or 30050} for machines {seen[ip, port or 30050]} "
+                                  f"and {m}; give each machine its own address or port")
+            seen[ip, port or 30050] = m
+            # Each process is told its machine id: DGL would take the first line naming a local
+            # address, so two machines on one host would both be machine 0.  Where a host holds
+            # several machines the adaptation must be active (as in local mode), else it stops.
             # The job's segments carry the prefix so that clean-up can find them.
-            site = {emulation.PREFIX_ENV: f"{job_tag}m{m}_", "PYTHONPATH": str(emulation.SITE_DIR)}
+            site = {emulation.MACHINE_ENV: str(m), emulation.PREFIX_ENV: f"{job_tag}m{m}_",
+                    "PYTHONPATH": str(emulation.SITE_DIR)}
+            if ips.count(ip) > 1:
+                site[emulation.REQUIRED_ENV] = "required"
             machines.append(Machine(m, ip, port or 30050, SSH + ["-tt", ip], remote=True, extra_env=site))
         master_port = master_port or 29500
         _check_ports_of_this_host(machines, num_servers, master_port)
@@ -287,6 +315,10 @@ def plan_job(part_config: str | Path, command: list[str], num_trainers: int = 1,
     workdir.mkdir(parents=True, exist_ok=True)
     ip_config = workdir / "ip_config.txt"
     ip_config.write_text("".join(f"{m.ip} {m.port}\n" for m in machines))
+    command = fill_placeholders(command, dict(
+        ip_config=str(ip_config), part_config=str(part_config), graph_name=meta["graph_name"],
+        num_parts=str(num_parts), num_trainers=str(num_trainers), num_servers=str(num_servers),
+        num_samplers=str(num_samplers), workdir=str(workdir)))
     num_clients = num_trainers * (1 + num_samplers) * len(machines)
     common = {
         "DGL_NUM_SAMPLER": str(num_samplers), "DGL_NUM_CLIENT": str(num_clients), "DGL_CONF_PATH": str(part_config),

@@ -45,6 +45,7 @@ import hashlib
 import io
 import json
 import os
+import re
 import shutil
 import struct
 import tempfile
@@ -181,12 +182,31 @@ def partition_dataset(dataset: str, num_parts: int, method: str = "metis", out_d
 
 
 def cache_folder(dataset: str, num_parts: int, method: str, seed: int = 0, **dataset_options: Any) -> Path:
-    """``<cache>/partitions/<graph><-option value...>-<method>-<K>[-seed<S>]`` (seed 0 unmarked)."""
+    """``<cache>/partitions/<graph>[-o<hash>]-<method>-<K>[-seed<S>]`` (seed 0 unmarked), where
+    ``<hash>`` is the SHA-256 of the options' canonical JSON: distinct options never share a
+    folder, and no option value can name a path outside the cache.
+
+    Example:
+        >>> cache_folder("powerlaw", 2, "random", num_nodes=3000).name  # doctest: +ELLIPSIS
+        'powerlaw-o...-random-2'
+    """
     from ..data.files import cache_dir
 
-    tag = "".join(f"-{k}{v}" for k, v in sorted(dataset_options.items()))
+    if method not in METHODS:
+        raise PartitionError(f"unknown partition method {method!r}; use one of {', '.join(METHODS)}")
+    for label, value in (("num_parts", num_parts), ("seed", seed)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < (1 if label == "num_parts" else 0):
+            raise PartitionError(f"{label} must be an integer >= {1 if label == 'num_parts' else 0}, got {value!r}")
+    name = graph_name_for(dataset)
+    if not GRAPH_NAME.fullmatch(name):
+        raise PartitionError(f"dataset name {dataset!r} is not a plain name; see `python -m gnnbook datasets`")
+    try:
+        canonical = json.dumps(dataset_options, sort_keys=True, separators=(",", ":"), allow_nan=False)
+    except (TypeError, ValueError) as err:
+        raise PartitionError(f"dataset options must be numbers or strings, got {dataset_options!r} ({err})") from None
+    tag = f"-o{hashlib.sha256(canonical.encode()).hexdigest()[:16]}" if dataset_options else ""
     seed_tag = f"-seed{seed}" if seed else ""
-    return cache_dir() / "partitions" / f"{graph_name_for(dataset)}{tag}-{method}-{num_parts}{seed_tag}"
+    return cache_dir() / "partitions" / f"{name}{tag}-{method}-{num_parts}{seed_tag}"
 
 
 @contextlib.contextmanager
@@ -213,6 +233,8 @@ def cached_partition(dataset: str, num_parts: int, method: str = "metis", seed: 
     with _locked(folder.parent):
         if _intact(config):
             return config  # built by another process while this one waited
+        if folder.resolve().parent != folder.parent.resolve() or folder.parent.name != "partitions":
+            raise PartitionError(f"refusing to replace {folder}: it is not a folder of the partition cache")
         shutil.rmtree(folder, ignore_errors=True)  # damaged, or from a version that recorded no digests
         return partition_dataset(dataset, num_parts, method, folder, seed=seed, **dataset_options)
 
@@ -226,6 +248,9 @@ def _intact(config_path: Path) -> bool:
             return bool(read_config(config_path).get("gnnbook", {}).get("sha256"))
     except PartitionError:
         return False
+
+
+GRAPH_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 
 
 def read_config(part_config: str | Path, verify: bool = True) -> dict[str, Any]:
@@ -244,6 +269,13 @@ def read_config(part_config: str | Path, verify: bool = True) -> dict[str, Any]:
     if missing:
         raise PartitionError(f"partition config {path} lacks {', '.join(missing)}; it is not a DGL partition "
                              "config or it is damaged: partition the dataset again")
+    name = config["graph_name"]
+    if not isinstance(name, str) or not GRAPH_NAME.fullmatch(name):
+        # The name reaches file names, shared-memory names and (cluster mode) a remote shell.
+        raise PartitionError(f"partition config {path}: graph_name {name!r} is not a plain name (letters, digits, "
+                             "'_', '-', '.', at most 64, not starting with '.' or '-'); partition again with such a name")
+    if not isinstance(config["num_parts"], int) or config["num_parts"] < 1:
+        raise PartitionError(f"partition config {path}: num_parts {config['num_parts']!r} is not a positive integer")
     for i in range(int(config["num_parts"])):
         entry = config.get(f"part-{i}")
         if not isinstance(entry, dict):
