@@ -3,8 +3,9 @@
 Items: 1 (`launch` without --deadline, its failed job's logs kept), 3 (no shell
 injection through placeholders or the partition's graph name), 4 (the partition
 cache key), 5 (checkpoint temporary files), 7 (host files: duplicate
-addresses, machine ids), 8 (preflight on every local start, -X/-W), 10 (resume
-with no epochs left).  Only the `launch` tests start a job (a few seconds each).
+addresses, machine ids), 6 (repeatable sampling's layouts), 8 (preflight on every
+local start, -X/-W), 10 (resume with no epochs left).  Only the `launch` tests
+start a job (a few seconds each).
 """
 from __future__ import annotations
 
@@ -146,3 +147,14 @@ def test_resume_with_no_epochs_left_is_refused(cora2, tmp_path):
     with pytest.raises(CheckpointError, match="already trained 3 epochs and --epochs is 3"):
         resume_state(config, 4, cora2)
     assert resume_state(TrainConfig(**{**config.to_dict(), "epochs": 4}), 4, cora2)["epoch"] == 2
+
+
+# --- item 6: repeatable sampling refuses the layouts it cannot repeat, before anything starts
+
+@pytest.mark.parametrize("layout, reason", [(["--num-servers", "2"], "1 graph server per machine"),
+                                            (["--num-samplers", "1"], "sampler process")])
+def test_repeatable_sampling_refuses_several_servers_or_samplers(cora2, tmp_path, layout, reason):
+    done = gnnbook_cli("dist-train", "--part-config", str(cora2), *layout, "--repeatable-sampling", "--epochs", "1",
+                       "--no-baseline", "--workdir", str(tmp_path / "w"), timeout=120)
+    assert done.returncode == 2 and reason in done.stderr and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert not list(tmp_path.rglob("logs"))  # refused before any process started

@@ -182,7 +182,7 @@ class LocalCluster:
         config = TrainConfig(**{**config.to_dict(), "out": str(out)})
         num_parts = int(read_config(self.part_config)["num_parts"])
         if config.repeatable_sampling:  # refused before anything starts, not inside the trainers
-            check_repeatable(num_parts, self.num_trainers)
+            check_repeatable(num_parts, self.num_trainers, self.num_servers, self.num_samplers)
         world = self.num_trainers * num_parts
         deadline = self.deadline_s or default_deadline_s(self.part_config, config, world)
         start = time.perf_counter()

@@ -74,23 +74,39 @@ class SeedResponse(_SeedState, rpc.Response):
 rpc.register_service(SEED_SERVICE_ID, SeedRequest, SeedResponse)
 
 
-def check_repeatable(num_machines: int, trainers_per_machine: int) -> None:
-    """Raise ValueError unless the layout lets every server see one remote trainer."""
+def check_repeatable(num_machines: int, trainers_per_machine: int, servers_per_machine: int = 1,
+                     samplers_per_trainer: int = 0) -> None:
+    """Raise ValueError unless the layout lets every server see one remote trainer.
+
+    One server per machine: DGL's ``remote_call`` reads each target as a machine
+    and picks a random server of it, so the seed would reach one server of several.
+    No sampler processes: they sample in DGL's pool, which only the trainer seeds."""
     if num_machines != 2 or trainers_per_machine != 1:
         raise ValueError(
             "repeatable sampling needs 2 machines with 1 trainer each (every server then serves one remote "
             f"trainer, in a fixed order); this job has {num_machines} machines with {trainers_per_machine} "
             "trainer(s) each")
+    if servers_per_machine != 1:
+        raise ValueError(f"repeatable sampling needs 1 graph server per machine, this job has {servers_per_machine}: "
+                         "DGL sends each request to a random server of a machine, so the others would go unseeded; "
+                         "drop --num-servers or --repeatable-sampling")
+    if samplers_per_trainer != 0:
+        raise ValueError(f"repeatable sampling needs sampling in the trainer (--num-samplers 0), this job has "
+                         f"{samplers_per_trainer} sampler process(es) per trainer, whose draws nobody seeds; "
+                         "drop --num-samplers or --repeatable-sampling")
+
+
+SEED_TIMEOUT_MS = 60_000  # a server that does not answer fails the trainer instead of hanging it
 
 
 def seed_remote_servers(seed: int, own_machine: int, num_machines: int) -> None:
-    """Seed every server of the other machines with ``seed`` and wait until each has done it; then
-    pin this trainer's own (local-partition) sampling to one thread too."""
-    per_machine = rpc.get_num_server_per_machine()
-    targets = [(m * per_machine + s, SeedRequest(seed)) for m in range(num_machines) if m != own_machine
-               for s in range(per_machine)]
-    replies = rpc.remote_call(targets)
-    assert [r.seed for r in replies] == [seed] * len(targets), "a server did not take the seed"
+    """Seed the server of every other machine with ``seed`` and wait (at most
+    SEED_TIMEOUT_MS) until each has done it; then pin this trainer's own
+    (local-partition) sampling to one thread too."""
+    targets = [(m, SeedRequest(seed)) for m in range(num_machines) if m != own_machine]
+    replies = rpc.remote_call(targets, timeout=SEED_TIMEOUT_MS)
+    if [r.seed for r in replies] != [seed] * len(targets):
+        raise RuntimeError(f"a graph server did not take the sampling seed {seed} (replies {replies})")
     set_num_threads(1)
 
 

@@ -190,7 +190,8 @@ def run(part_config: str | Path, config: TrainConfig) -> dict[str, Any]:
                     for s in ("val", "test")}
     num_parts = int(meta["num_parts"])
     if config.repeatable_sampling and _distributed():
-        check_repeatable(num_parts, world // num_parts)
+        check_repeatable(num_parts, world // num_parts, dgl.distributed.rpc.get_num_server_per_machine(),
+                         int(os.environ.get("DGL_NUM_SAMPLER", "0")))
         seed_remote_servers(config.seed * 7919, book.partid, num_parts)
     cache = _feature_cache(g, book, feat_key, new_train_loader, config, rank)
 
