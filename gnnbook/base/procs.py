@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Callable
 
 from . import reaper
+from .budget import MemoryBudget
 
 
 class Terminated(BaseException):
@@ -174,6 +175,7 @@ class ProcessGroup:
         self.watchdog: reaper.Watchdog | None = None
         self.terminated = False  # set by SIGTERM
         self._preexisting_shm: frozenset[str] | None = None  # /dev/shm before the first start: never removed
+        self.budgets: list[MemoryBudget] = []  # sampled while the group runs (measured mode)
 
     def _arm(self) -> reaper.Watchdog | None:
         """On the first start: the watchdog, and SIGTERM handled."""
@@ -197,15 +199,28 @@ class ProcessGroup:
             watchdog.undo_on_death(argv)
 
     def start(self, name: str, argv: list[str], env: dict[str, str] | None = None,
-              cwd: str | Path | None = None, background: bool = False) -> subprocess.Popen:
+              cwd: str | Path | None = None, background: bool = False,
+              budget: MemoryBudget | None = None) -> subprocess.Popen:
+        """Start ``argv`` as member ``name`` (its output in ``log_dir/name.log``); under
+        ``budget`` it and all it starts share that memory limit (see :mod:`gnnbook.base.budget`)."""
         self._arm()
         log_path = self.log_dir / f"{name}.log"
+
+        def before_exec() -> None:
+            _die_with_parent()
+            if budget is not None:
+                budget.join()  # before exec: nothing the process allocates escapes the limit
+
         with open(log_path, "wb") as log:
             popen = subprocess.Popen(
                 argv, env={**os.environ, **(env or {}), **reaper.marker_env(self.tag)}, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
                 stdin=subprocess.DEVNULL, start_new_session=True,
-                preexec_fn=_die_with_parent if sys.platform.startswith("linux") else None,
+                preexec_fn=before_exec if sys.platform.startswith("linux") else None,
             )
+        if budget is not None:
+            budget.pids.add(popen.pid)  # measured mode reads their peaks
+            if budget not in self.budgets:
+                self.budgets.append(budget)
         member = _Member(name, popen, log_path, background)
         # A thread per process records when it exits: when one failure makes
         # the others fail too (a peer's connection closes), the first is named.
@@ -296,6 +311,8 @@ class ProcessGroup:
                     break
             if time.monotonic() - self._recorded_at > reaper.RECORD_EVERY_S:
                 self.record()
+            for budget in self.budgets:
+                budget.sample()
             if time.monotonic() > self.deadline:
                 running = [m for m in self.members if m.popen.poll() is None]
                 self.dump_stacks()

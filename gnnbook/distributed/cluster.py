@@ -36,9 +36,11 @@ import shutil
 import sys
 import tempfile
 import time
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ..base.budget import parse_bytes
 from .config import TrainConfig
 from .emulation import preflight
 from .launcher import Job, JobPlan, LaunchError, plan_job, read_host_file, render, run_with_fresh_ports
@@ -80,8 +82,10 @@ class LocalCluster:
 
     def __init__(self, part_config: str | Path, num_trainers: int = 1, num_servers: int = 1, num_samplers: int = 0,
                  deadline_s: float | None = None, workdir: str | Path | None = None, mode: str = "local",
-                 keep_workdir: bool = False, hosts: list[tuple[str, int | None]] | None = None):
+                 keep_workdir: bool = False, hosts: list[tuple[str, int | None]] | None = None,
+                 machine_memory: int | str | None = None):
         read_config(part_config)  # fail now, with a clear message, on a bad config
+        self.machine_memory = None if machine_memory is None else parse_bytes(machine_memory)
         for label, value in (("num_trainers", num_trainers), ("num_servers", num_servers)):
             if not isinstance(value, int) or value < 1:
                 raise LaunchError(f"{label} must be a positive integer, got {value!r}")
@@ -154,7 +158,7 @@ class LocalCluster:
         if self.last_plan.mode == "local":
             trainer = next(p for p in self.last_plan.processes if p.role == "trainer")
             preflight(trainer.argv, trainer.env)
-        job = Job(self.last_plan, deadline_s or self.deadline_s or RUN_DEADLINE_S)
+        job = Job(self.last_plan, deadline_s or self.deadline_s or RUN_DEADLINE_S, machine_memory=self.machine_memory)
         # If this process is killed, the watchdog removes what __exit__ would have.
         if self._own_workdir and not self.keep_workdir:
             job.group.remove_on_death(self.workdir)
@@ -191,6 +195,8 @@ class LocalCluster:
             raise LaunchError(f"the job ended without error but its trainer wrote no result ({out})")
         result = json.loads(out.read_text())
         result["wall_seconds"] = time.perf_counter() - start
+        if self.machine_memory is not None:  # each machine's budget and measured peak
+            result["machine_memory"] = [asdict(r) for r in self.started[-1].reports]
         return result
 
     def dry_run(self, config: TrainConfig | None = None) -> str:

@@ -92,7 +92,7 @@ def _cluster(args: argparse.Namespace, part_config: Path):
     from .cluster import Cluster, LocalCluster
 
     common = dict(num_trainers=args.num_trainers, num_servers=args.num_servers, num_samplers=args.num_samplers,
-                  deadline_s=args.deadline)
+                  deadline_s=args.deadline, machine_memory=args.machine_memory)
     if args.workdir:
         common["workdir"] = args.workdir
     if args.hosts:
@@ -153,6 +153,9 @@ def _dist_train(args: argparse.Namespace) -> int:
             print(f"cache {cache['policy']} {cache['fraction']:g}: {cache['rows_per_trainer']} rows per trainer, "
                   f"hit rate {100 * cache['hit_rate']:.1f}% ({cache['hits']} hits, {cache['misses']} misses); remote "
                   f"bytes per epoch {[sum(e) for e in result['per_epoch']['remote_bytes']]}")
+        for machine in result.get("machine_memory", []):
+            print(f"{machine['name']}: peak {machine['peak_bytes'] / 2**20:.0f} MiB of its "
+                  f"{machine['limit_bytes'] / 2**20:.0f} MiB budget ({machine['mode']})")
         if "single_process" in result:
             single = result["single_process"]
             print(f"single process, same model/fanouts/seed: test accuracy {single['test_acc']:.3f} "
@@ -198,6 +201,10 @@ def _add_job_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--deadline", type=float, default=None,
                         help="seconds before the whole job is stopped (default: dist-train from the epochs and "
                         "steps, launch 600)")
+    parser.add_argument("--machine-memory", metavar="SIZE", help="a hard memory budget for each emulated machine "
+                        "(its servers, trainers and samplers together), e.g. 2GiB: a cgroup where one can be made "
+                        "(root, or a delegated cgroup v2 subtree), else measured and checked afterwards; a machine "
+                        "over it fails the job with its name and peak")
     parser.add_argument("--dry-run", action="store_true", help="print every command with its environment; run nothing")
     parser.add_argument("--workdir", help="folder for ip_config, logs and results (default: a temporary folder; "
                         "with --hosts: ./gnnbook-jobs, which must be on a file system every host shares)")

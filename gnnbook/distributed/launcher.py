@@ -59,6 +59,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from ..base.budget import BudgetReport, MemoryBudget, parse_bytes
 from ..base.procs import ProcessFailed, ProcessGroup
 from . import emulation
 
@@ -399,14 +400,23 @@ class Job:
     """A running job: :meth:`start`, then :meth:`wait` (or use it as a context
     manager, which always stops everything and removes shared memory).  A
     start that fails half-way (a process that cannot start, a Ctrl-C) stops
-    what was started."""
+    what was started.  With ``machine_memory`` (bytes or ``"2GiB"``) each
+    machine's servers and trainers, and all they start, share one
+    :class:`~gnnbook.base.budget.MemoryBudget`; a machine over it fails the job
+    with its name, budget and peak, and :attr:`reports` holds every machine's peak."""
 
     def __init__(self, plan: JobPlan, deadline_s: float = 600.0, server_exit_grace_s: float = 10.0,
-                 peer_exit_grace_s: float = 30.0):
+                 peer_exit_grace_s: float = 30.0, machine_memory: int | str | None = None):
+        if machine_memory is not None and plan.mode == "cluster":
+            raise LaunchError("a machine memory budget applies to the emulated machines of one host; on a cluster "
+                              "each machine has its own memory: leave out --machine-memory with --hosts")
         self.plan = plan
         self.group = ProcessGroup(deadline_s, log_dir=plan.workdir / "logs", grace_s=10.0,
                                   on_cleanup=self.cleanup, background_exit_grace_s=server_exit_grace_s,
                                   peer_exit_grace_s=peer_exit_grace_s, tag=plan.job_tag)
+        self.machine_memory = None if machine_memory is None else parse_bytes(machine_memory)
+        self.budgets: list[MemoryBudget] = []
+        self.reports: list[BudgetReport] = []  # each machine's budget and peak, once the job has ended
         self.removed_segments: list[str] = []
         self.started = False
         self.failed = False  # JobFailed was raised: keep the logs
@@ -418,9 +428,15 @@ class Job:
         try:
             if plan_made_workdir(self.plan):
                 self.group.remove_on_death(self.plan.workdir)
+            if self.machine_memory is not None:
+                for m in self.plan.machines:
+                    self.budgets.append(MemoryBudget(f"machine {m.machine_id}", self.machine_memory))
+                    if self.budgets[-1].path is not None:  # a killed launcher leaves no cgroup behind
+                        self.group.undo_on_death(["rmdir", str(self.budgets[-1].path)])
             for p in self.plan.processes:  # servers first: they are listed first
+                budget = self.budgets[p.machine] if self.budgets and p.role != "store" else None
                 self.group.start(p.name, p.full_argv, env=None if self.plan.machines[p.machine].remote else p.env,
-                                 background=p.role != "trainer")
+                                 background=p.role != "trainer", budget=budget)
         except BaseException:
             self.close()
             raise
@@ -432,35 +448,60 @@ class Job:
     def log(self, name: str) -> str:
         return self.group.log(name)
 
+    def _over_budget(self) -> str:
+        """Read every machine's peak (while its cgroup exists); the machines over budget, described."""
+        self.reports = [b.report() for b in self.budgets]
+        return "; ".join(r.message() for r in self.reports if r.exceeded)
+
     def wait(self) -> dict[str, int]:
         try:
-            return self.group.wait()
+            codes = self.group.wait()
         except ProcessFailed as err:
             self.failed = True
             self.group.kill()
             self.cleanup()
-            raise JobFailed(err.name, err.returncode, err.log_tail,
-                            f"{str(err).split(chr(10))[0]} (all logs: {self.group.log_dir})") from None
+            over, reason = self._over_budget(), str(err).split(chr(10))[0]
+            raise JobFailed(err.name, err.returncode, err.log_tail, f"{over}: {reason} (all logs: "
+                            f"{self.group.log_dir})" if over else f"{reason} (all logs: {self.group.log_dir})") from None
+        over = self._over_budget()
+        if over:  # measured, not enforced (no cgroup here): the job ran but did not fit
+            self.failed = True
+            first = self.plan.processes[-1]
+            raise JobFailed(first.name, 0, "", f"{over} (all logs: {self.group.log_dir})")
+        return codes
 
     def cleanup(self) -> None:
         """Remove the job's shared-memory segments (over ssh on a cluster)."""
         if self.plan.mode == "cluster":
             for m in self.plan.machines:
-                subprocess.run(SSH + [m.ip, f"rm -f /dev/shm/*{self.plan.job_tag}*"], stdin=subprocess.DEVNULL,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=20, check=False)
+                try:
+                    subprocess.run(SSH + [m.ip, f"rm -f /dev/shm/*{self.plan.job_tag}*"], stdin=subprocess.DEVNULL,
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=20, check=False)
+                except subprocess.TimeoutExpired:  # an unreachable host: its segments go with its reboot
+                    print(f"gnnbook: could not reach {m.ip} within 20 s to remove the job's /dev/shm segments "
+                          f"(*{self.plan.job_tag}*)", file=sys.stderr)
         elif self.plan.mode == "local":
             self.removed_segments += emulation.remove_segments(self.plan.job_tag)
         self.removed_segments += self.group.removed_segments
 
+    def _close_budgets(self) -> None:
+        for budget in self.budgets:
+            try:
+                budget.close()
+            except OSError as err:  # a process the kernel has not yet reaped still holds it
+                print(f"gnnbook: could not remove the cgroup of {budget.name} ({budget.path}): {err}", file=sys.stderr)
+
     def close(self) -> None:
-        """Stop every process, remove shared memory, disarm the watchdog."""
+        """Stop every process, remove shared memory and cgroups, disarm the watchdog."""
         self.group.__exit__(None, None, None)
+        self._close_budgets()
 
     def __enter__(self) -> "Job":
         return self.start()
 
     def __exit__(self, *exc) -> None:
         self.group.__exit__(*exc)
+        self._close_budgets()
 
 
 def plan_made_workdir(plan: JobPlan) -> bool:
