@@ -462,6 +462,18 @@ def test_two_hosts_in_network_namespaces(cora2):
     assert subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.count("gb") == 0
 
 
+
+@pytest.mark.skipif(netns_available() is not None, reason=str(netns_available()))
+def test_a_hung_unmodified_script_in_netns_mode_dumps_its_stack(cora2, tmp_path):
+    """Issue 22, item 14: our sitecustomize reaches netns processes, so any Python script's log shows
+    where it hung before the job is killed."""
+    with LocalCluster(cora2, num_trainers=1, mode="netns", deadline_s=10, workdir=tmp_path) as cluster:
+        with pytest.raises(JobFailed, match="deadline of 10 s passed"):
+            cluster.run([sys.executable, "-c", "import time; print('up', flush=True); time.sleep(600)"])
+        logs = cluster.last_plan.workdir / "logs"
+        trainer = (logs / "trainer-m1-r0.log").read_text()
+    assert "up" in trainer and "most recent call first" in trainer, trainer
+
 def test_standalone_gat_in_one_process(tmp_path):
     """Standalone mode: one process, a one-partition config, no servers."""
     config = partition_dataset("cora", 1, "random", tmp_path / "one")

@@ -168,3 +168,14 @@ def test_a_hang_dumps_its_stack_before_it_is_killed(tmp_path):
     assert "hanging" in log and "in stuck_in_here" in log, log
     assert "stuck_in_here" in str(failure.value)
     assert group.members[1].popen.returncode in (-signal.SIGTERM, -signal.SIGKILL)
+
+
+def test_a_server_that_exits_early_dumps_the_stacks_of_the_processes_left(tmp_path):
+    """The server-exit path (issue 22, item 14): the trainers left waiting show where they wait."""
+    with pytest.raises(ProcessFailed, match="'server' exited with code 0 while trainer still ran"):
+        with ProcessGroup(deadline_s=60, log_dir=tmp_path, background_exit_grace_s=1) as group:
+            group.start("server", [PY, "-c", "pass"], background=True)
+            group.start("trainer", [PY, "-c", HANG])
+            group.wait()
+    log = (tmp_path / "trainer.log").read_text()
+    assert "hanging" in log and "in stuck_in_here" in log, log

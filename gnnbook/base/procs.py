@@ -249,6 +249,7 @@ class ProcessGroup:
             elif time.monotonic() - self._background_exit[0] > self.background_exit_grace_s:
                 m = self._background_exit[1]
                 running = [r.name for r in self.members if not r.background and r.popen.poll() is None]
+                self.dump_stacks()  # where the processes left behind wait for the one that is gone
                 self.kill()
                 raise ProcessFailed(m.name, m.popen.returncode, tail(m.log_path),
                                     f"process '{m.name}' {describe_exit(m.popen.returncode)} while "

@@ -279,11 +279,16 @@ def _python_options(command: list[str]) -> list[str] | None:
     return options
 
 
+def site_path() -> str:
+    """PYTHONPATH with gnnbook's sitecustomize folder first (the rest as this process has it)."""
+    path = [str(SITE_DIR)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
+    return os.pathsep.join(dict.fromkeys(path))
+
+
 def emulation_env(job_tag: str, machine_id: int) -> dict[str, str]:
     """The variables that make a process part of emulated machine ``machine_id``."""
-    path = [str(SITE_DIR)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
     return {MACHINE_ENV: str(machine_id), PREFIX_ENV: f"{job_tag}m{machine_id}_", REQUIRED_ENV: "required",
-            "PYTHONPATH": os.pathsep.join(dict.fromkeys(path))}
+            "PYTHONPATH": site_path()}
 
 
 def new_job_tag() -> str:

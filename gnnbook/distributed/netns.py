@@ -31,6 +31,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+from . import emulation
 from .launcher import LaunchError, Machine
 
 RUN_DIR = Path("/run/gnnbook-netns")
@@ -136,7 +137,10 @@ class EmulatedHosts:
                 "mount", "-t", "tmpfs", "-o", "size=1g", "tmpfs", "/dev/shm")
             self._done.append(("umount", "-l", str(mnt)))
             prefix = ["nsenter", f"--net=/run/netns/{ns}", f"--mount={mnt}", "--"]
-            self.machines.append(Machine(m, ip, self.port, prefix=prefix, extra_env={"GLOO_SOCKET_IFNAME": IFNAME}))
+            # Its machine id, and our sitecustomize on the path: every Python process of the machine, an
+            # unmodified script's too, then dumps its stacks on SIGUSR1 before a hung job is killed.
+            env = {"GLOO_SOCKET_IFNAME": IFNAME, emulation.MACHINE_ENV: str(m), "PYTHONPATH": emulation.site_path()}
+            self.machines.append(Machine(m, ip, self.port, prefix=prefix, extra_env=env))
 
     def __exit__(self, *exc) -> None:
         for argv in reversed(self._done):
