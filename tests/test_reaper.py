@@ -115,3 +115,28 @@ def test_group_holds_job_process_reads_the_process_group(tmp_path):
         os.kill(member.pid, signal.SIGKILL)
         member.wait(10)
         assert not reaper.group_holds_job_process(member.pid, group.tag)
+
+
+def test_stale_segment_sweep_spares_a_segment_a_live_process_maps():
+    """Issue 22, item 11: a tag whose pid is not alive here (a launcher in another PID namespace)
+    does not make a mapped segment stale; once nothing maps it, it goes."""
+    import itertools
+
+    from gnnbook.distributed.emulation import remove_stale_segments
+
+    dead = next(pid for pid in itertools.count(4_000_000) if not Path(f"/proc/{pid}").exists())
+    segment = Path("/dev/shm") / f"gnnbook{dead}x0abcdem0_probe"
+    segment.write_bytes(b"\0" * 4096)
+    holder = subprocess.Popen([sys.executable, "-c", "import mmap, sys, time; f = open(sys.argv[1], 'r+b'); "
+                               "m = mmap.mmap(f.fileno(), 4096); print('mapped', flush=True); time.sleep(60)",
+                               str(segment)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "mapped"
+        assert segment.name not in remove_stale_segments() and segment.exists()
+    finally:
+        holder.kill()
+        holder.wait(10)
+    try:
+        assert segment.name in remove_stale_segments() and not segment.exists()
+    finally:
+        segment.unlink(missing_ok=True)

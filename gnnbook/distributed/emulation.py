@@ -60,6 +60,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from ..base import reaper
+
 MACHINE_ENV = "GNNBOOK_MACHINE_ID"
 PREFIX_ENV = "GNNBOOK_SHM_PREFIX"
 REQUIRED_ENV = "GNNBOOK_EMULATION"  # "required": this process must run with the adaptation
@@ -309,12 +311,25 @@ def _unlink(paths) -> list[str]:
 
 def remove_stale_segments() -> list[str]:
     """Delete segments of jobs whose supervising process is gone (it was killed
-    before it could clean up); return their names."""
+    before it could clean up) and that no live process maps; return their names.
+    The pid in a tag alone is no proof: a job supervised from another PID
+    namespace carries a pid that means nothing here, while its servers map the
+    segments."""
     if not SHM_DIR.is_dir():
         return []
     pattern = re.compile(r"gnnbook(\d+)x[0-9a-f]{6}")
-    return _unlink(p for p in SHM_DIR.iterdir()
-                   if (m := pattern.match(p.name)) and not Path(f"/proc/{m.group(1)}").exists())
+    orphans = [p for p in SHM_DIR.iterdir() if (m := pattern.match(p.name)) and not Path(f"/proc/{m.group(1)}").exists()]
+    if not orphans:
+        return []
+    mapped = reaper.mapped_inodes()
+
+    def unmapped(path: Path) -> bool:
+        try:
+            return path.stat().st_ino not in mapped
+        except OSError:  # gone meanwhile
+            return False
+
+    return _unlink(p for p in orphans if unmapped(p))
 
 
 def job_segments(job_tag: str) -> list[Path]:
