@@ -321,9 +321,13 @@ def test_cache_key_includes_the_seed(tmp_path, monkeypatch):
 
 
 def test_a_stale_result_in_a_reused_workdir_is_not_trusted(cora2, tmp_path, monkeypatch):
-    (tmp_path / "result1.json").write_text(json.dumps({"test_acc": 0.99, "stale": True}))
+    reused = tmp_path / "job1-reused"
+    reused.mkdir()
+    (reused / "result.json").write_text(json.dumps({"test_acc": 0.99, "stale": True}))
     with LocalCluster(cora2, workdir=tmp_path, deadline_s=60) as cluster:
-        # A real job whose processes all succeed without writing a result.
+        # A real job, in a folder that already holds the file train() reads, whose processes all
+        # succeed without writing a result.
+        monkeypatch.setattr(cluster, "new_job_dir", lambda: reused)
         monkeypatch.setattr(cluster, "trainer_command", lambda config: [sys.executable, "-c", "pass"])
         with pytest.raises(LaunchError, match="wrote no result"):
-            cluster.train(TrainConfig(epochs=1))  # the stale result1.json beside it is never read
+            cluster.train(TrainConfig(epochs=1))  # the stale result.json is never read

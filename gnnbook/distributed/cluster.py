@@ -183,6 +183,7 @@ class LocalCluster:
         config = config if isinstance(config, TrainConfig) else TrainConfig(**(config or {}))
         folder = self.new_job_dir()
         out = folder / "result.json"
+        out.unlink(missing_ok=True)  # a reused folder's old result must not pass for this job's
         config = TrainConfig(**{**config.to_dict(), "out": str(out)})
         num_parts = int(read_config(self.part_config)["num_parts"])
         if config.repeatable_sampling:  # refused before anything starts, not inside the trainers
