@@ -273,7 +273,7 @@ def _python_options(command: list[str]) -> list[str] | None:
         return None
     options, words = [], iter(command[1:])
     for word in words:
-        if not word.startswith("-") or word in ("-", "-c", "-m") or word.startswith(("-c", "-m")):
+        if not word.startswith("-") or word == "-" or word.startswith(("-c", "-m")):
             break
         options.append(word)
         if word in ("-X", "-W"):  # the value is the next word

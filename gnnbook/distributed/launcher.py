@@ -461,8 +461,8 @@ class Job:
             self.group.kill()
             self.cleanup()
             over, reason = self._over_budget(), str(err).split(chr(10))[0]
-            raise JobFailed(err.name, err.returncode, err.log_tail, f"{over}: {reason} (all logs: "
-                            f"{self.group.log_dir})" if over else f"{reason} (all logs: {self.group.log_dir})") from None
+            reason = f"{over}: {reason}" if over else reason  # the machine over budget first: it is the cause
+            raise JobFailed(err.name, err.returncode, err.log_tail, f"{reason} (all logs: {self.group.log_dir})") from None
         over = self._over_budget()
         if over:  # measured, not enforced (no cgroup here): the job ran but did not fit
             self.failed = True
