@@ -81,7 +81,7 @@ class JobWatch:
         self._thread.join()
 
     def leftovers(self) -> tuple[list[int], list[str]]:
-        shm = [n for n in self.seen_shm if (emulation.SHM_DIR / n).exists()]
+        shm = [n for n in list(self.seen_shm) if (emulation.SHM_DIR / n).exists()]  # the sampler thread adds to it
         shm += [p.name for p in emulation.SHM_DIR.iterdir() if self.tag in p.name and p.name not in shm]
         return job_processes(self.tag), shm
 
@@ -293,13 +293,16 @@ def test_killed_launcher_leaves_nothing(cora2, sig):
         wait_until(lambda: len(job_processes(tag)) >= 14 and any(s.startswith("sem.mp-") for s in watch.seen_shm),
                    150, "the job's sampler processes")
         time.sleep(3.0)  # the watchdog records the job's segments once a second (late under load)
-        workdirs = {Path(line.split("=", 1)[1]).parent.parent for line in
-                    Path(f"/proc/{job_processes(tag)[0]}/environ").read_text().split("\0")
+        # Every process that has DGL's IP config names the job's folder (the store process has none).
+        workdirs = {Path(line.split("=", 1)[1]).parent.parent for pid in job_processes(tag)
+                    for line in Path(f"/proc/{pid}/environ").read_text().split("\0")
                     if line.startswith("DGL_IP_CONFIG=")}
+        assert workdirs, "no process of the job names its folder"
         os.kill(launcher.pid, getattr(signal, sig))
         killed = time.monotonic()
         launcher.wait(10)
-        wait_until(lambda: not (job_processes(tag) or any(w.exists() for w in workdirs))
+        # Done when nothing is left (the watchdog unlinks segments one by one) or 10 s have passed.
+        wait_until(lambda: watch.leftovers() == ([], []) and not any(w.exists() for w in workdirs)
                    or time.monotonic() - killed > 10, 12, "")
         watch.stop()
         pids, shm = watch.leftovers()
