@@ -68,7 +68,7 @@ def _datasets(args: argparse.Namespace) -> int:
     for r in rows:
         print(f"{r['dataset']:<18}{r['nodes']:>8}{r['edges']:>9}{r['features']:>10}{r['classes']:>9}  {r['split']}")
     print("\nEdges are undirected (each is stored in both directions). Synthetic graphs, no files "
-          "needed: powerlaw, sbm.")
+          "needed: powerlaw, sbm, and scale (millions of nodes: gnnbook.data.scale_arrays).")
     header = f"\n{'traffic series':<18}{'steps':>8}{'nodes':>8}{'edges':>9}  (gnnbook.data.load_traffic)"
     print(header + "\n" + "-" * (len(header) - 1))
     for r in traffic:

@@ -19,13 +19,14 @@ from .formats import parse_graphdata_npz, parse_planetoid
 from .movielens import Ratings, load_ratings, ratings_names
 from .registry import DATASETS, RATINGS_DATASETS, TRAFFIC_DATASETS, DatasetSpec
 from .synthetic import KINDS as SYNTHETIC_KINDS
-from .synthetic import synthetic_arrays
+from .synthetic import GraphBytes, scale_arrays, scale_graph_bytes, synthetic_arrays
 from .traffic import TrafficData, load_traffic, traffic_names
 
 __all__ = [
     "DATASETS",
     "DatasetError",
     "GraphArrays",
+    "GraphBytes",
     "RATINGS_DATASETS",
     "Ratings",
     "TRAFFIC_DATASETS",
@@ -37,6 +38,8 @@ __all__ = [
     "load_ratings",
     "load_traffic",
     "ratings_names",
+    "scale_arrays",
+    "scale_graph_bytes",
     "synthetic_arrays",
     "traffic_names",
 ]
@@ -70,6 +73,8 @@ def _unknown(name: str) -> DatasetError:
 def load_arrays(name: str, download: bool = True, **synthetic_options: Any) -> GraphArrays:
     """The dataset as plain numpy arrays (see :func:`load_dataset`)."""
     key = name.lower().replace("_", "-")
+    if key == "scale":
+        return scale_arrays(**synthetic_options)
     if key in SYNTHETIC_KINDS:
         return synthetic_arrays(key, **synthetic_options)
     if synthetic_options:
@@ -102,6 +107,7 @@ def load_dataset(name: str, download: bool = True, **synthetic_options: Any):
     ``name`` is a shipped dataset (``cora``, ``citeseer``, ``amazon-photo``,
     ``amazon-computers``, ``coauthor-cs``) or a synthetic kind (``powerlaw``,
     ``sbm``) that takes the keyword options of :func:`synthetic_arrays`, for
-    example ``load_dataset("powerlaw", num_nodes=100_000, avg_degree=20)``.
+    example ``load_dataset("powerlaw", num_nodes=100_000, avg_degree=20)``, or
+    ``scale``, the graph for millions of nodes, with those of :func:`scale_arrays`.
     """
     return load_arrays(name, download=download, **synthetic_options).to_dgl()
