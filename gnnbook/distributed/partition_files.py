@@ -55,6 +55,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from tqdm.auto import tqdm
 
 METHODS = ("metis", "random")
 
@@ -104,6 +105,10 @@ class PartitionReport:
         return "\n".join([head, *rows, summary])
 
 
+GENERATOR_VERSIONS = {"scale": "scale-v1"}  # bump when gnnbook.data.scale_arrays draws another graph
+LARGE_GRAPH_NODES = 100_000  # partitioning shows its stages from this size on
+
+
 def graph_name_for(dataset: str) -> str:
     """DGL uses the graph name in shared-memory names: keep it to safe characters."""
     return "".join(c if c.isalnum() else "_" for c in dataset.lower())
@@ -146,14 +151,21 @@ def partition_graph(graph, graph_name: str, num_parts: int, method: str, out_dir
     if out_dir.exists():
         raise PartitionError(f"{out_dir} already exists; remove it or choose another --out folder")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
+    # A large graph takes minutes: a bar names the stage it is in (DGL's own step log stays hidden).
+    stages = tqdm(total=3, desc=f"partition {graph_name}: self-loops and edge order", leave=False,
+                  disable=graph.num_nodes() < LARGE_GRAPH_NODES, bar_format="{desc} [{n}/{total}, {elapsed}]")
     g = _canonical(prepare_graph(graph))
     dgl.seed(seed)
     torch.manual_seed(seed)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
+        stages.update(1)
+        stages.set_description(f"partition {graph_name}: DGL {method} into {num_parts} parts")
         _quietly(dgl.distributed.partition_graph, g, graph_name, num_parts, str(tmp), num_hops=1,
                  part_method=method, balance_ntypes=g.ndata["train_mask"].int() if method == "metis" else None,
                  balance_edges=method == "metis")
+        stages.update(1)
+        stages.set_description(f"partition {graph_name}: SHA-256 of the files")
         # What the trainer needs and DGL does not store; DGL ignores extra keys.
         config_path = tmp / f"{graph_name}.json"
         config = json.loads(config_path.read_text())
@@ -162,9 +174,12 @@ def partition_graph(graph, graph_name: str, num_parts: int, method: str, out_dir
         config_path.write_text(json.dumps(config, indent=1))
         # DGL writes paths relative to the config: renaming the folder keeps them valid.
         os.replace(tmp, out_dir)
+        stages.update(1)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise
+    finally:
+        stages.close()
     return out_dir / f"{graph_name}.json"
 
 
@@ -200,11 +215,14 @@ def cache_folder(dataset: str, num_parts: int, method: str, seed: int = 0, **dat
     name = graph_name_for(dataset)
     if not GRAPH_NAME.fullmatch(name):
         raise PartitionError(f"dataset name {dataset!r} is not a plain name; see `python -m gnnbook datasets`")
+    keyed = dict(dataset_options)
+    if name in GENERATOR_VERSIONS:  # a changed generator never serves a partition of the old graph
+        keyed["_generator"] = GENERATOR_VERSIONS[name]
     try:
-        canonical = json.dumps(dataset_options, sort_keys=True, separators=(",", ":"), allow_nan=False)
+        canonical = json.dumps(keyed, sort_keys=True, separators=(",", ":"), allow_nan=False)
     except (TypeError, ValueError) as err:
         raise PartitionError(f"dataset options must be numbers or strings, got {dataset_options!r} ({err})") from None
-    tag = f"-o{hashlib.sha256(canonical.encode()).hexdigest()[:16]}" if dataset_options else ""
+    tag = f"-o{hashlib.sha256(canonical.encode()).hexdigest()[:16]}" if keyed else ""
     seed_tag = f"-seed{seed}" if seed else ""
     return cache_dir() / "partitions" / f"{name}{tag}-{method}-{num_parts}{seed_tag}"
 
