@@ -218,6 +218,8 @@ TRAIN_HELP = {
     "batch_size": "seed nodes per minibatch, per trainer; the single-process baseline uses batch-size x trainers, "
                   "so both take the same number of steps (default: 4)",
     "eval_batch_size": "nodes per minibatch when evaluating (default: 256)",
+    "eval_fanouts": "neighbours sampled per layer when evaluating, e.g. 25,25 (default: every neighbour; sample "
+                    "on large power-law graphs, where a batch's full neighbourhood reaches the hubs)",
     "lr": "Adam's learning rate (default: 0.003 for sage, 0.005 for gat)",
     "weight_decay": "Adam's weight decay, an L2 penalty (default: 5e-4)",
     "hidden": "hidden width (default: the paper's, gnnbook.models.MODEL_DEFAULTS)",

@@ -49,6 +49,9 @@ class TrainConfig:
     # single-process mean (3 or 5 seeds) -0.010..+0.014.  (Batch 8 and lr 0.01 once gave 0.774 vs 0.810.)
     batch_size: int = 4
     eval_batch_size: int = 256
+    # None: every neighbour when evaluating.  On a power-law graph of a million nodes a batch's full 2-hop
+    # neighbourhood reaches the hubs' hundreds of thousands of nodes: sampled evaluation bounds its memory.
+    eval_fanouts: list[int] | None = None
     # None: 0.003 (sage) or 0.005 (gat).  With 0.01 a 20-epoch SAGE run on Cora oscillated
     # (final-epoch test accuracy sd 1.3 points over 10 seeds, 0.3 with 0.003).
     lr: float | None = None
@@ -77,6 +80,10 @@ class TrainConfig:
             raise ValueError(f"unknown model '{self.model}' for the distributed trainer; use one of {', '.join(MODELS)}")
         if self.epochs < 1 or self.batch_size < 1 or not self.fanouts:
             raise ValueError("epochs and batch_size must be >= 1 and fanouts non-empty (one per layer)")
+        if self.eval_fanouts is not None and (len(self.eval_fanouts) != len(self.fanouts)
+                                              or min(self.eval_fanouts) < 1):
+            raise ValueError(f"eval_fanouts needs one positive count per layer ({len(self.fanouts)}), "
+                             f"got {self.eval_fanouts}")
         check_cache_options(self.cache_policy, self.cache_fraction)
         if (self.resume or self.resume_if_present) and not self.checkpoint_dir:
             raise ValueError("resume needs checkpoint_dir (where the last run saved its checkpoints)")
@@ -109,9 +116,9 @@ class TrainConfig:
             value = getattr(default, f.name)
             if isinstance(value, bool):
                 parser.add_argument(flag, action="store_true")
-            elif f.name == "fanouts":
+            elif f.name in ("fanouts", "eval_fanouts"):
                 parser.add_argument(flag, type=lambda s: [int(x) for x in s.split(",")], default=value,
-                                    help="neighbours sampled per layer, e.g. 10,10")
+                                    help="neighbours sampled per layer, e.g. 10,10" if f.name == "fanouts" else None)
             elif f.name in ("lr",):
                 parser.add_argument(flag, type=float, default=None)
             elif f.name in ("hidden", "fail_after_epoch"):

@@ -179,14 +179,15 @@ def run(part_config: str | Path, config: TrainConfig) -> dict[str, Any]:
     parameters = list(model.parameters())
     optimizer = torch.optim.Adam(parameters, lr=config.learning_rate, weight_decay=config.weight_decay)
     sampler = dgl.dataloading.NeighborSampler(config.fanouts)
-    full = dgl.dataloading.MultiLayerFullNeighborSampler(len(config.fanouts))
+    eval_sampler = (dgl.dataloading.MultiLayerFullNeighborSampler(len(config.fanouts)) if config.eval_fanouts is None
+            else dgl.dataloading.NeighborSampler(config.eval_fanouts))
 
     def new_train_loader():
         return dgl.dataloading.DistNodeDataLoader(g, train_nids, sampler, batch_size=config.batch_size,
                                                   shuffle=True, drop_last=False)
 
     loader = new_train_loader()
-    eval_loaders = {s: dgl.dataloading.DistNodeDataLoader(g, splits[s], full, batch_size=config.eval_batch_size)
+    eval_loaders = {s: dgl.dataloading.DistNodeDataLoader(g, splits[s], eval_sampler, batch_size=config.eval_batch_size)
                     for s in ("val", "test")}
     num_parts = int(meta["num_parts"])
     if config.repeatable_sampling and _distributed():
