@@ -15,7 +15,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export DGLBACKEND := pytorch
 
 .PHONY: venv lab test test-matrix env clean-venv strip-notebooks
-.PHONY: lint release autograde course site
+.PHONY: lint release autograde course site scale
 # Teachers: `make autograde SUBMISSIONS=folder` (folder/<student>/<lab>.ipynb); the CSV goes to GRADES.
 SUBMISSIONS ?=
 GRADES ?= build/grades.csv
@@ -45,6 +45,13 @@ test: venv lint
 MATRIX_ARGS ?=
 test-matrix: venv
 	$(VENV)/bin/python tests/matrix.py $(MATRIX_ARGS)
+
+# A graph bigger than one machine's memory budget on 1-4 emulated machines under that budget (long:
+# minutes of generation and partitioning the first time; not part of make test).
+# e.g.  make scale SCALE_ARGS="--num-nodes 4000000 --machine-memory 4GiB"
+SCALE_ARGS ?=
+scale: venv
+	$(VENV)/bin/python benchmarks/scale_table.py $(SCALE_ARGS)
 
 # ruff (rules in pyproject.toml) over the package, tests, benchmarks and the notebooks' code, then
 # the package's import contract (import-linter: layers only import downward, no cycles).

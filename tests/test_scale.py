@@ -29,3 +29,50 @@ def test_scale_partition_shows_its_stages_and_is_built_once(tmp_path, monkeypatc
     assert sum(json.loads(config.read_text())["node_map"]["_N"][-1][-1:]) == 5000  # every node placed
     assert cached_partition("scale", 2, "metis", num_nodes=5000, avg_degree=8) == config
     assert "scale graph" not in capsys.readouterr().err, "the second call reads the cache"
+
+
+def test_held_share_counts_every_byte_once_and_the_halo_on_top(tmp_path, monkeypatch):
+    from gnnbook.distributed.partition_files import load_partition
+    from gnnbook.distributed.scale_runs import held_share
+
+    monkeypatch.setenv("GNNBOOK_DATA_DIR", str(tmp_path))
+    shares = {}
+    for method in ("metis", "random"):
+        report = load_partition(cached_partition("scale", 3, method, num_nodes=6000, avg_degree=8))
+        shares[method] = held_share(report, num_features=64)
+        assert len(shares[method]) == 3 and all(0.3 < s < 0.4 for s in shares[method]), shares
+        assert 1.0 < sum(shares[method]) < 1.15, "features once, every edge once, halo ids and self-loops on top"
+    assert sum(shares["random"]) > sum(shares["metis"]), "a random partition has the larger halo"
+
+
+def test_readme_scale_command_as_written():
+    """README's one-job example, copied from README and run verbatim: it trains, and every machine's
+    measured peak is reported within its budget."""
+    import re
+    import shlex
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    command = re.search(r"^python -m gnnbook dist-train --dataset scale .*?--json$", readme, re.M | re.S).group(0)
+    argv = shlex.split(command.replace("\\\n", " "))
+    assert argv[:3] == ["python", "-m", "gnnbook"]
+    out = subprocess.run([sys.executable, *argv[1:]], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout)
+    assert result["epochs_run"] == 1 and result["test_acc"] > 2 / 16
+    assert [m["name"] for m in result["machine_memory"]] == ["machine 0", "machine 1"]
+    assert all(0 < m["peak_bytes"] <= m["limit_bytes"] == 2 << 30 for m in result["machine_memory"])
+
+
+def test_eval_fanouts_round_trip_and_validation():
+    import pytest
+
+    from gnnbook.distributed.config import TrainConfig
+
+    config = TrainConfig(eval_fanouts=[25, 25])
+    assert TrainConfig.from_argv(config.to_argv()).eval_fanouts == [25, 25]
+    assert TrainConfig.from_argv(TrainConfig().to_argv()).eval_fanouts is None  # every neighbour
+    with pytest.raises(ValueError, match="one positive count per layer"):
+        TrainConfig(eval_fanouts=[25])

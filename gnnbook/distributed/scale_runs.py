@@ -1,0 +1,104 @@
+"""One graph on 1, 2, 3, 4 emulated machines, each held to the same memory budget.
+
+Book: 1.2.1 why GNN training gets large; 8.3.4 cluster training (a graph bigger than one
+machine's memory, split across machines).
+
+Used in: benchmarks/scale_table.py (``make scale``).
+
+Each run partitions the ``scale`` graph (:func:`gnnbook.data.scale_arrays`) into K parts
+(cached), starts K emulated machines (a server and a trainer each) under one memory budget
+per machine (:class:`~gnnbook.base.budget.MemoryBudget`), and records every machine's
+measured peak, or the machine that went over.  Beside the measurement stands what the
+partition predicts a machine holds of the graph: its inner nodes' features and node data,
+and the structure of its inner and halo edges (:func:`held_share`).  A machine's peak is
+that share of the graph plus what the processes themselves take (interpreters, DGL, torch),
+which a graph of a few hundred MB does not dwarf: the table shows both.
+
+Example:
+    >>> rows = machine_runs(dict(num_nodes=300_000), [1, 2], ["metis"], "1.1GiB")  # doctest: +SKIP
+    >>> [r.fits for r in rows]  # doctest: +SKIP
+    [False, True]
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..base.budget import format_gib, parse_bytes
+from ..data import scale_graph_bytes
+from .cluster import LocalCluster
+from .config import TrainConfig
+from .launcher import JobFailed
+from .partition_files import PartitionReport, cached_partition, load_partition
+
+
+@dataclass
+class MachineRun:
+    """One K-machine run: what the partition predicts and what each machine's budget measured."""
+
+    machines: int
+    method: str
+    budget_bytes: int
+    graph_bytes: int
+    held_share: list[float]  # of the graph's bytes, per machine (see held_share)
+    peaks: list[int] = field(default_factory=list)  # measured, per machine
+    failure: str | None = None  # the first line of the job's failure: a machine over budget
+    seconds_per_epoch: float | None = None
+    test_acc: float | None = None
+
+    @property
+    def fits(self) -> bool:
+        return self.failure is None and all(p <= self.budget_bytes for p in self.peaks)
+
+    def line(self) -> str:
+        peaks = " ".join(format_gib(p) for p in self.peaks) or "-"
+        shares = " ".join(f"{s:.2f}" for s in self.held_share)
+        outcome = (f"trains: {self.seconds_per_epoch:.1f} s/epoch, test acc {self.test_acc:.3f}" if self.fits
+                   else f"fails: {self.failure}")
+        return f"{self.machines:>2} {self.method:<7} {shares:<24} {peaks:<32} {outcome}"
+
+
+def held_share(report: PartitionReport, num_features: int) -> list[float]:
+    """Per machine, the fraction of the graph's bytes its partition holds: the features (float32)
+    and node data of its inner nodes, the ids of its inner and halo nodes, and its edges (int64
+    pairs; every edge into an inner node is stored there, halo sources included).  The ideal is
+    1/K; the halo is what a partition adds to it (more for random partitioning than for METIS)."""
+    node_row = 4 * num_features + 11  # features, label and three masks
+    total = report.num_nodes * (node_row + 8) + 16 * report.num_edges
+    return [(p.inner_nodes * node_row + 8 * (p.inner_nodes + p.halo_nodes) + 16 * p.inner_edges) / total
+            for p in report.parts]
+
+
+def machine_runs(graph_options: dict[str, Any], machine_counts: list[int], methods: list[str],
+                 machine_memory: int | str, epochs: int = 1, batch_size: int = 256,
+                 eval_fanouts: tuple[int, int] = (25, 25), deadline_s: float = 1800.0) -> list[MachineRun]:
+    """Train the scale graph of ``graph_options`` on each of ``machine_counts`` machines (one
+    trainer each) with each partitioning method; every machine under ``machine_memory``.
+    Evaluation samples ``eval_fanouts`` neighbours: the full 2-hop neighbourhood of a batch reaches
+    the hubs (at 1M nodes it doubled a machine's peak, to 1.6 GiB at K = 4)."""
+    budget = parse_bytes(machine_memory)
+    size = scale_graph_bytes(graph_options.get("num_nodes", 1_000_000), graph_options.get("avg_degree", 20.0),
+                             graph_options.get("num_features", 64))
+    rows = []
+    for method in methods:
+        for k in machine_counts:
+            config = cached_partition("scale", k, method if k > 1 else "random", **graph_options)
+            report = load_partition(config)
+            row = MachineRun(k, method, budget, size.total, held_share(report, graph_options.get("num_features", 64)))
+            with LocalCluster(config, num_trainers=1, machine_memory=budget, deadline_s=deadline_s) as cluster:
+                try:
+                    result = cluster.train(TrainConfig(epochs=epochs, batch_size=batch_size,
+                                                       eval_fanouts=list(eval_fanouts)))
+                    row.seconds_per_epoch, row.test_acc = result["seconds_per_epoch"], result["test_acc"]
+                except JobFailed as err:
+                    row.failure = str(err).split("\n")[0]
+                row.peaks = [r.peak_bytes for r in cluster.started[-1].reports]
+            rows.append(row)
+    return rows
+
+
+def table(rows: list[MachineRun]) -> str:
+    """The runs as plain text, one line each, under a header naming the budget."""
+    head = (f"budget {format_gib(rows[0].budget_bytes)} per machine; graph {format_gib(rows[0].graph_bytes)} "
+            "(at most)\n K method  share of the graph held  measured peak per machine        outcome")
+    return "\n".join([head, *(r.line() for r in rows)])
