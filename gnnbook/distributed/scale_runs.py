@@ -3,7 +3,7 @@
 Book: 1.2.1 why GNN training gets large; 8.3.4 cluster training (a graph bigger than one
 machine's memory, split across machines).
 
-Used in: benchmarks/scale_table.py (``make scale``).
+Used in: no notebook directly (benchmarks/scale_table.py, ``make scale``).
 
 Each run partitions the ``scale`` graph (:func:`gnnbook.data.scale_arrays`) into K parts
 (cached), starts K emulated machines (a server and a trainer each) under one memory budget
