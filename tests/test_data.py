@@ -214,7 +214,7 @@ print(peak - before, sum(getattr(g, f).nbytes for f in ("src", "dst", "feat", "l
 
 def test_scale_graph_is_built_without_a_second_copy():
     """Peak memory of the generation, above the interpreter's, is the graph plus a quarter of its
-    edge arrays (the pair keys) and chunk buffers (1.41 measured), well under two graphs."""
+    edge arrays (the pair keys) and chunk buffers (1.33 measured), well under two graphs."""
     import subprocess
     import sys
 

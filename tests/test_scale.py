@@ -3,9 +3,18 @@ partitioning's stages shown, built once and then read from the cache."""
 from __future__ import annotations
 
 import json
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
 
 from gnnbook.distributed import partition_files
-from gnnbook.distributed.partition_files import cache_folder, cached_partition, read_config
+from gnnbook.distributed.config import TrainConfig
+from gnnbook.distributed.partition_files import cache_folder, cached_partition, load_partition, read_config
+from gnnbook.distributed.scale_runs import held_share
 
 
 def test_scale_cache_key_names_the_generator_version(tmp_path, monkeypatch):
@@ -32,9 +41,6 @@ def test_scale_partition_shows_its_stages_and_is_built_once(tmp_path, monkeypatc
 
 
 def test_held_share_counts_every_byte_once_and_the_halo_on_top(tmp_path, monkeypatch):
-    from gnnbook.distributed.partition_files import load_partition
-    from gnnbook.distributed.scale_runs import held_share
-
     monkeypatch.setenv("GNNBOOK_DATA_DIR", str(tmp_path))
     shares = {}
     for method in ("metis", "random"):
@@ -48,12 +54,6 @@ def test_held_share_counts_every_byte_once_and_the_halo_on_top(tmp_path, monkeyp
 def test_readme_scale_command_as_written():
     """README's one-job example, copied from README and run verbatim: it trains, and every machine's
     measured peak is reported within its budget."""
-    import re
-    import shlex
-    import subprocess
-    import sys
-    from pathlib import Path
-
     readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
     command = re.search(r"^python -m gnnbook dist-train --dataset scale .*?--json$", readme, re.M | re.S).group(0)
     argv = shlex.split(command.replace("\\\n", " "))
@@ -67,10 +67,6 @@ def test_readme_scale_command_as_written():
 
 
 def test_eval_fanouts_round_trip_and_validation():
-    import pytest
-
-    from gnnbook.distributed.config import TrainConfig
-
     config = TrainConfig(eval_fanouts=[25, 25])
     assert TrainConfig.from_argv(config.to_argv()).eval_fanouts == [25, 25]
     assert TrainConfig.from_argv(TrainConfig().to_argv()).eval_fanouts is None  # every neighbour

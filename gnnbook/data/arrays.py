@@ -101,11 +101,13 @@ def per_class_split(label: np.ndarray, train_per_class: int, val_per_class: int,
 
 
 def random_split(num_nodes: int, fractions=(0.6, 0.2), seed: int = 0):
-    """Seeded random train/val/test masks with the given train and val fractions."""
+    """Seeded random train/val/test masks with the given train and val fractions; the test set is
+    the rest, or a third fraction when given (then the nodes left over are in no set)."""
     order = np.random.default_rng(seed).permutation(num_nodes)
     n_train, n_val = int(fractions[0] * num_nodes), int(fractions[1] * num_nodes)
+    n_test = int(fractions[2] * num_nodes) if len(fractions) > 2 else num_nodes - n_train - n_val
     masks = [np.zeros(num_nodes, dtype=bool) for _ in range(3)]
     masks[0][order[:n_train]] = True
     masks[1][order[n_train : n_train + n_val]] = True
-    masks[2][order[n_train + n_val :]] = True
+    masks[2][order[n_train + n_val : n_train + n_val + n_test]] = True
     return tuple(masks)

@@ -49,6 +49,40 @@ def _sample_by_weight(rng, cumulative: np.ndarray, count: int, offset=None, span
     return np.searchsorted(cumulative, lo + rng.random(count) * (hi - lo), side="right")
 
 
+
+@dataclass(frozen=True)
+class _Communities:
+    """Nodes ordered by class (a class is one contiguous block of ids) and their cumulative weights."""
+
+    label: np.ndarray
+    cumulative: np.ndarray
+    block_start: np.ndarray
+    block_size: np.ndarray
+
+    @classmethod
+    def draw(cls, rng, num_nodes: int, num_classes: int, exponent: float | None) -> "_Communities":
+        """``exponent`` None: equal weights (a plain SBM)."""
+        label = np.sort(rng.integers(0, num_classes, num_nodes))
+        if exponent is None:
+            weight = np.ones(num_nodes)
+        else:
+            # Chung-Lu weights w_i ~ i^(-1/(exponent-1)) give P(degree = k) ~ k^-exponent.
+            weight = (np.arange(1, num_nodes + 1) ** (-1.0 / (exponent - 1.0)))[rng.permutation(num_nodes)]
+        block_start = np.searchsorted(label, np.arange(num_classes))
+        return cls(label, np.cumsum(weight), block_start, np.diff(np.append(block_start, num_nodes)))
+
+    def pairs(self, rng, count: int, homophily: float) -> tuple[np.ndarray, np.ndarray]:
+        """``count`` edges: sources by weight; destinations by weight, within the source's class
+        with probability ``homophily``."""
+        src = _sample_by_weight(rng, self.cumulative, count)
+        same_class = rng.random(count) < homophily
+        dst = _sample_by_weight(rng, self.cumulative, count)
+        c = self.label[src[same_class]]
+        dst[same_class] = _sample_by_weight(rng, self.cumulative, int(same_class.sum()), self.block_start[c],
+                                            self.block_size[c])
+        return src, dst
+
+
 def synthetic_arrays(
     kind: str = "powerlaw",
     num_nodes: int = 10_000,
@@ -69,25 +103,12 @@ def synthetic_arrays(
     if num_nodes < 2 or avg_degree <= 0:
         raise ValueError("a synthetic graph needs num_nodes >= 2 and avg_degree > 0")
     rng = np.random.default_rng(seed)
-    # Nodes are ordered by class, so a class is one contiguous block of ids.
-    label = np.sort(rng.integers(0, num_classes, num_nodes))
-    if kind == "powerlaw":
-        # Chung-Lu weights w_i ~ i^(-1/(exponent-1)) give P(degree = k) ~ k^-exponent.
-        weight = (np.arange(1, num_nodes + 1) ** (-1.0 / (exponent - 1.0)))[rng.permutation(num_nodes)]
-    else:
-        weight = np.ones(num_nodes)
-    cumulative = np.cumsum(weight)
-    num_draws = int(num_nodes * avg_degree / 2)
-    src = _sample_by_weight(rng, cumulative, num_draws)
-    same_class = rng.random(num_draws) < homophily
-    block_start = np.searchsorted(label, np.arange(num_classes))
-    block_size = np.diff(np.append(block_start, num_nodes))
-    dst = _sample_by_weight(rng, cumulative, num_draws)
-    c = label[src[same_class]]
-    dst[same_class] = _sample_by_weight(rng, cumulative, int(same_class.sum()), block_start[c], block_size[c])
+    nodes = _Communities.draw(rng, num_nodes, num_classes, exponent if kind == "powerlaw" else None)
+    src, dst = nodes.pairs(rng, int(num_nodes * avg_degree / 2), homophily)
     centroids = rng.normal(0.0, 1.0, (num_classes, num_features))
-    feat = centroids[label] + rng.normal(0.0, feature_noise, (num_nodes, num_features))
-    return GraphArrays.from_undirected(src, dst, feat.astype(np.float32), label, *random_split(num_nodes, seed=seed))
+    feat = centroids[nodes.label] + rng.normal(0.0, feature_noise, (num_nodes, num_features))
+    return GraphArrays.from_undirected(src, dst, feat.astype(np.float32), nodes.label,
+                                       *random_split(num_nodes, seed=seed))
 
 
 @dataclass(frozen=True)
@@ -160,7 +181,7 @@ def scale_arrays(
     take ``train_fraction``, ``val_fraction`` and ``test_fraction`` of the nodes (the rest is
     unlabelled), so that an epoch and its evaluation over a million-node graph stay short.  The
     features are noisy (``feature_noise`` 8 against class means 11 apart): the nearest class mean
-    of a node's own features finds 23% of the labels (16 classes, 30k nodes, degree 10), of the
+    of a node's own features finds 21% of the labels (16 classes, 30k nodes, degree 10), of the
     mean over it and its neighbours 44%, so a GNN has work to do.
 
     Example:
@@ -178,28 +199,19 @@ def scale_arrays(
     size = scale_graph_bytes(num_nodes, avg_degree, num_features)
     print(f"scale graph: {size}", file=sys.stderr, flush=True)  # stderr: stdout may be a --json report
     rng = np.random.default_rng(seed)
-    label = np.sort(rng.integers(0, num_classes, num_nodes))  # classes are contiguous blocks of ids
-    weight = (np.arange(1, num_nodes + 1) ** (-1.0 / (exponent - 1.0)))[rng.permutation(num_nodes)]
-    cumulative = np.cumsum(weight)
-    del weight
-    block_start = np.searchsorted(label, np.arange(num_classes))
-    block_size = np.diff(np.append(block_start, num_nodes))
+    nodes = _Communities.draw(rng, num_nodes, num_classes, exponent)
+    label = nodes.label
     num_pairs = size.num_edges // 2
     bar = tqdm(total=num_pairs + num_nodes, desc="scale graph", unit="item", unit_scale=True,
                disable=num_pairs < 4 * SCALE_CHUNK, leave=False)
     # Undirected pairs as lo * N + hi: one int64 per edge, sortable in place.
     keys = np.empty(num_pairs, dtype=np.int64)
     for chunk, start in enumerate(range(0, num_pairs, SCALE_CHUNK)):
-        stream = np.random.default_rng([seed, 1, chunk])
         count = min(SCALE_CHUNK, num_pairs - start)
-        u = _sample_by_weight(stream, cumulative, count)
-        v = _sample_by_weight(stream, cumulative, count)
-        same = stream.random(count) < homophily
-        c = label[u[same]]
-        v[same] = _sample_by_weight(stream, cumulative, int(same.sum()), block_start[c], block_size[c])
+        u, v = nodes.pairs(np.random.default_rng([seed, 1, chunk]), count, homophily)
         keys[start:start + count] = np.minimum(u, v) * num_nodes + np.maximum(u, v)
         bar.update(count)
-    del cumulative
+    del nodes  # the cumulative weights: not needed past the draws
     keys.sort()
     unique = _compact_unique(keys, num_nodes)
     src = np.empty(2 * unique, dtype=np.int64)
@@ -220,11 +232,6 @@ def scale_arrays(
         feat[rows] += centroids[label[rows]]
         bar.update(rows.stop - start)
     bar.close()
-    order = np.random.default_rng([seed, 3]).permutation(num_nodes)
-    bounds = np.cumsum([0, int(train_fraction * num_nodes), int(val_fraction * num_nodes),
-                        int(test_fraction * num_nodes)])
-    masks = [np.zeros(num_nodes, dtype=bool) for _ in range(3)]
-    for mask, lo, hi in zip(masks, bounds[:-1], bounds[1:]):
-        mask[order[lo:hi]] = True
+    masks = random_split(num_nodes, (train_fraction, val_fraction, test_fraction), seed=seed)
     return GraphArrays(src=src, dst=dst, feat=feat, label=label.astype(np.int64), train_mask=masks[0],
                        val_mask=masks[1], test_mask=masks[2])

@@ -105,7 +105,7 @@ class PartitionReport:
         return "\n".join([head, *rows, summary])
 
 
-GENERATOR_VERSIONS = {"scale": "scale-v1"}  # bump when gnnbook.data.scale_arrays draws another graph
+GENERATOR_VERSIONS = {"scale": "scale-v2"}  # bump when gnnbook.data.scale_arrays draws another graph
 LARGE_GRAPH_NODES = 100_000  # partitioning shows its stages from this size on
 
 

@@ -25,11 +25,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..base.budget import format_gib, parse_bytes
-from ..data import scale_graph_bytes
 from .cluster import LocalCluster
 from .config import TrainConfig
 from .launcher import JobFailed
-from .partition_files import PartitionReport, cached_partition, load_partition
+from .partition_files import PartitionReport, cached_partition, load_partition, read_config
 
 
 @dataclass
@@ -39,7 +38,7 @@ class MachineRun:
     machines: int
     method: str
     budget_bytes: int
-    graph_bytes: int
+    graph_bytes: int  # as the partition counts them (graph_bytes)
     held_share: list[float]  # of the graph's bytes, per machine (see held_share)
     peaks: list[int] = field(default_factory=list)  # measured, per machine
     failure: str | None = None  # the first line of the job's failure: a machine over budget
@@ -58,14 +57,22 @@ class MachineRun:
         return f"{self.machines:>2} {self.method:<7} {shares:<24} {peaks:<32} {outcome}"
 
 
+def _node_row_bytes(num_features: int) -> int:
+    return 4 * num_features + 11  # float32 features, an int64 label and three boolean masks
+
+
+def graph_bytes(report: PartitionReport, num_features: int) -> int:
+    """The whole graph's bytes as :func:`held_share` counts them: every node's row and id, every edge."""
+    return report.num_nodes * (_node_row_bytes(num_features) + 8) + 16 * report.num_edges
+
+
 def held_share(report: PartitionReport, num_features: int) -> list[float]:
     """Per machine, the fraction of the graph's bytes its partition holds: the features (float32)
     and node data of its inner nodes, the ids of its inner and halo nodes, and its edges (int64
     pairs; every edge into an inner node is stored there, halo sources included).  The ideal is
     1/K; the halo is what a partition adds to it (more for random partitioning than for METIS)."""
-    node_row = 4 * num_features + 11  # features, label and three masks
-    total = report.num_nodes * (node_row + 8) + 16 * report.num_edges
-    return [(p.inner_nodes * node_row + 8 * (p.inner_nodes + p.halo_nodes) + 16 * p.inner_edges) / total
+    row, total = _node_row_bytes(num_features), graph_bytes(report, num_features)
+    return [(p.inner_nodes * row + 8 * (p.inner_nodes + p.halo_nodes) + 16 * p.inner_edges) / total
             for p in report.parts]
 
 
@@ -77,14 +84,14 @@ def machine_runs(graph_options: dict[str, Any], machine_counts: list[int], metho
     Evaluation samples ``eval_fanouts`` neighbours: the full 2-hop neighbourhood of a batch reaches
     the hubs (at 1M nodes it doubled a machine's peak, to 1.6 GiB at K = 4)."""
     budget = parse_bytes(machine_memory)
-    size = scale_graph_bytes(graph_options.get("num_nodes", 1_000_000), graph_options.get("avg_degree", 20.0),
-                             graph_options.get("num_features", 64))
     rows = []
     for method in methods:
         for k in machine_counts:
+            # One part is the whole graph whatever the method: every method's 1-machine run shares one partition.
             config = cached_partition("scale", k, method if k > 1 else "random", **graph_options)
             report = load_partition(config)
-            row = MachineRun(k, method, budget, size.total, held_share(report, graph_options.get("num_features", 64)))
+            num_features = read_config(config)["gnnbook"]["num_features"]
+            row = MachineRun(k, method, budget, graph_bytes(report, num_features), held_share(report, num_features))
             with LocalCluster(config, num_trainers=1, machine_memory=budget, deadline_s=deadline_s) as cluster:
                 try:
                     result = cluster.train(TrainConfig(epochs=epochs, batch_size=batch_size,
@@ -99,6 +106,6 @@ def machine_runs(graph_options: dict[str, Any], machine_counts: list[int], metho
 
 def table(rows: list[MachineRun]) -> str:
     """The runs as plain text, one line each, under a header naming the budget."""
-    head = (f"budget {format_gib(rows[0].budget_bytes)} per machine; graph {format_gib(rows[0].graph_bytes)} "
-            "(at most)\n K method  share of the graph held  measured peak per machine        outcome")
+    head = (f"budget {format_gib(rows[0].budget_bytes)} per machine; graph {format_gib(rows[0].graph_bytes)}\n"
+            " K method  share of the graph held  measured peak per machine        outcome")
     return "\n".join([head, *(r.line() for r in rows)])
