@@ -1,5 +1,5 @@
 """Lab checks that only a real solution passes: the reference implementations a
-check compares with are forbidden while the student's code runs.
+check compares with are refused while the student's code runs.
 
 Book: none (lab checks).
 
@@ -8,17 +8,23 @@ labs/lab10_recommendation.ipynb, labs/lab11_spatiotemporal_index_batching.ipynb,
 labs/lab12_feature_loading.ipynb.
 
 A lab that asks for a GCN layer compares it with DGL's ``GraphConv``; a student
-function that simply calls ``GraphConv`` (or the package's ``GCN``) would pass
-that comparison without implementing anything.  :func:`reference_forbidden`
-replaces the named methods, for the duration of a ``with`` block, by a function
-that raises :class:`ReferenceCallError` with a message saying what to do instead.
+function that simply calls ``GraphConv`` (or the package's ``GCN``, or PyG's
+``GCNConv``) would pass that comparison without implementing anything.
+:func:`reference_forbidden` makes the named functions raise
+:class:`ReferenceCallError` for the duration of a ``with`` block, with a message
+saying what to do instead.  It swaps the function's *code*, not the attribute
+that names it, so a reference bound before the check (``f = GraphConv.forward``),
+imported under another name or fetched through :mod:`importlib` is refused too.
+:data:`LAB_REFERENCES` lists, per lab, every implementation in the package, DGL
+and PyG that computes what the lab asks for.
 
 Example:
     >>> import dgl.nn as dglnn, torch
     >>> conv = dglnn.GraphConv(2, 2)
+    >>> early = dglnn.GraphConv.forward          # bound before the check
     >>> with reference_forbidden(GCN_REFERENCES):
     ...     try:
-    ...         conv(None, torch.zeros(1, 2))
+    ...         early(conv, None, torch.zeros(1, 2))
     ...     except ReferenceCallError as error:
     ...         print("refused:", str(error).split(" is ")[0])
     refused: dgl.nn.pytorch.conv.graphconv:GraphConv.forward
@@ -27,20 +33,23 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import types
 from collections.abc import Iterable, Iterator
 
-# What a student's GCN layer must not call: DGL's layer and its normaliser, and the package's models.
+# What a student's GCN layer (lab 2) must not call: DGL's and PyG's layers and normalisers, the
+# package's models and its programming-model layers (chapter 7).
 GCN_REFERENCES: tuple[str, ...] = (
     "dgl.nn.pytorch.conv.graphconv:GraphConv.forward",
     "dgl.nn.pytorch.conv.graphconv:EdgeWeightNorm.forward",
+    "torch_geometric.nn.conv.gcn_conv:GCNConv.forward",
+    "torch_geometric.nn.conv.gcn_conv:gcn_norm",
     "gnnbook.models:GCN.forward",
     "gnnbook.models:VGAE.encode",
+    "gnnbook.ch7_systems.progmodels:tensor_centric",
+    "gnnbook.ch7_systems.progmodels:graph_centric",
+    "gnnbook.ch7_systems.progmodels:vertex_centric",
+    "gnnbook.ch7_systems.progmodels:layer",
 )
-
-
-class ReferenceCallError(AssertionError):
-    """A lab's solution called the reference implementation its check compares with."""
-
 
 # What a student's GNNAutoScale history (lab 5b) must not call: the package's table and its forward.
 HISTORY_REFERENCES: tuple[str, ...] = (
@@ -49,8 +58,46 @@ HISTORY_REFERENCES: tuple[str, ...] = (
     "gnnbook.ch5_minibatch.history:gcn_forward",
 )
 
+# Lab name -> what computes the lab's answers (every task); a lab's checks refuse all of it.
+LAB_REFERENCES: dict[str, tuple[str, ...]] = {
+    "lab02_message_passing": GCN_REFERENCES,
+    "lab03_collectives": ("gnnbook.comm.algorithms:ring_all_reduce", "gnnbook.comm.algorithms:tree_all_reduce",
+                          "gnnbook.comm.algorithms:direct_all_reduce"),
+    "lab04_minibatch": ("gnnbook.training.minibatch:minibatch_step",),
+    "lab05_feature_cache": ("gnnbook.distributed.feature_cache:presample_counts",
+                            "gnnbook.distributed.feature_cache:select_cached_nodes"),
+    "lab05b_historical_embeddings": HISTORY_REFERENCES,
+    "lab06_halo_exchange": ("gnnbook.ch6_fullgraph.subgraph:HaloExchange.forward",
+                            "gnnbook.ch6_fullgraph.subgraph:HaloExchange.backward",
+                            "gnnbook.ch6_fullgraph.protocols:Exchange.__call__",
+                            "gnnbook.ch6_fullgraph.stale:PipeExchange.__init__"),
+    "lab10_recommendation": ("gnnbook.applications.recsys:bpr_loss", "gnnbook.applications.recsys:lightgcn_propagate",
+                             "gnnbook.applications.recsys:normalised_adjacency",
+                             "torch_geometric.nn.conv.lg_conv:LGConv.forward",
+                             "torch_geometric.nn.conv.gcn_conv:gcn_norm"),
+    "lab11_spatiotemporal_index_batching": ("gnnbook.applications.temporal:IndexDataset.__getitem__",
+                                            "gnnbook.applications.temporal:IndexDataset.batch"),
+    "lab12_feature_loading": ("gnnbook.ch5_minibatch.feature_loading:gather_into",
+                              "gnnbook.ch5_minibatch.feature_loading:pcie_lines"),
+}
 
-def _resolve(target: str) -> tuple[type, str]:
+
+class ReferenceCallError(AssertionError):
+    """A lab's solution called the reference implementation its check compares with."""
+
+
+def module_functions(module_name: str) -> tuple[str, ...]:
+    """Every function defined in ``module_name``, as targets for :func:`reference_forbidden`.
+
+    >>> "gnnbook.ch5_minibatch.caching:top_ranked" in module_functions("gnnbook.ch5_minibatch.caching")
+    True
+    """
+    module = importlib.import_module(module_name)
+    return tuple(f"{module_name}:{name}" for name, value in sorted(vars(module).items())
+                 if isinstance(value, types.FunctionType) and value.__module__ == module_name)
+
+
+def _resolve(target: str) -> tuple[object, str]:
     module_name, _, path = target.partition(":")
     owner_name, _, attribute = path.rpartition(".")
     if not module_name or not attribute:
@@ -60,29 +107,63 @@ def _resolve(target: str) -> tuple[type, str]:
     for part in filter(None, owner_name.split(".")):   # no owner: a module-level function
         owner = getattr(owner, part)
     if not hasattr(owner, attribute):
-        raise ValueError(f"reference {target!r}: {owner_name} has no attribute {attribute!r}")
+        raise ValueError(f"reference {target!r}: {owner_name or module_name} has no attribute {attribute!r}")
     return owner, attribute
+
+
+def _function(owner: object, attribute: str) -> types.FunctionType | None:
+    """The Python function behind ``owner.attribute`` (unwrapping static and class methods), if any."""
+    value = owner.__dict__.get(attribute) if isinstance(owner, type) else getattr(owner, attribute)
+    value = getattr(value, "__func__", value)
+    return value if isinstance(value, types.FunctionType) else None
+
+
+def _refusing_code(message: str, freevars: tuple[str, ...]) -> types.CodeType:
+    """A code object that raises ReferenceCallError(message) and has the same free variables as the
+    function it replaces (CPython requires that).  It reaches this module through ``__import__``
+    because it runs with the replaced function's globals."""
+    touch = "; ".join(freevars) or "pass"
+    source = (f"def _outer():\n    {' = '.join(freevars) + ' = None' if freevars else 'pass'}\n"
+              f"    def refuse(*args, **kwargs):\n        {touch}\n"
+              f"        raise __import__({__name__!r}, fromlist=['_']).ReferenceCallError({message!r})\n"
+              "    return refuse\n")
+    namespace: dict = {}
+    exec(compile(source, "<refused reference>", "exec"), namespace)
+    code = namespace["_outer"]().__code__
+    if code.co_freevars != freevars:
+        raise ValueError(f"cannot refuse a closure over {freevars}")
+    return code
 
 
 @contextlib.contextmanager
 def reference_forbidden(targets: Iterable[str], hint: str = "implement it yourself with message passing "
                         "(update_all) or a sparse-matrix product") -> Iterator[None]:
     """Inside the block, calling any of ``targets`` ('module:Class.method' or 'module:function')
-    raises :class:`ReferenceCallError`; the originals are restored afterwards."""
-    saved = []
+    raises :class:`ReferenceCallError`, however the function was reached; everything is restored
+    afterwards.  A Python function keeps its identity and gets a refusing code object; anything
+    else (a C function) is replaced on its owner."""
+    swapped: list[tuple[types.FunctionType, types.CodeType]] = []
+    replaced: list[tuple[object, str, object]] = []
     try:
-        for target in targets:
+        for target in dict.fromkeys(targets):
             owner, attribute = _resolve(target)
-            saved.append((owner, attribute, owner.__dict__.get(attribute)))
+            message = (f"{target} is the reference implementation this check compares with; "
+                       f"calling it does not count: {hint}")
+            function = _function(owner, attribute)
+            if function is not None:
+                swapped.append((function, function.__code__))
+                function.__code__ = _refusing_code(message, function.__code__.co_freevars)
+            else:
+                def refuse(*args, _message=message, **kwargs):
+                    raise ReferenceCallError(_message)
 
-            def refuse(*args, _target=target, **kwargs):
-                raise ReferenceCallError(f"{_target} is the reference implementation this check compares with; "
-                                         f"calling it does not count: {hint}")
-
-            setattr(owner, attribute, refuse)
+                replaced.append((owner, attribute, owner.__dict__.get(attribute)))
+                setattr(owner, attribute, refuse)
         yield
     finally:
-        for owner, attribute, original in reversed(saved):
+        for function, code in reversed(swapped):
+            function.__code__ = code
+        for owner, attribute, original in reversed(replaced):
             if original is None:
                 delattr(owner, attribute)
             else:
