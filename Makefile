@@ -15,7 +15,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export DGLBACKEND := pytorch
 
 .PHONY: venv lab test test-matrix env clean-venv strip-notebooks
-.PHONY: lint release autograde course site scale
+.PHONY: lint release autograde course site scale test-cheats
 # Teachers: `make autograde SUBMISSIONS=folder` (folder/<student>/<lab>.ipynb); the CSV goes to GRADES.
 SUBMISSIONS ?=
 GRADES ?= build/grades.csv
@@ -38,6 +38,10 @@ lab: venv
 
 test: venv lint
 	$(VENV)/bin/python -m pytest --durations=40 $(PYTEST_ARGS)
+
+# Every cheating submission of tests/cheats against `autograde` (make test runs one of each kind per task).
+test-cheats: venv
+	GNNBOOK_ALL_CHEATS=1 $(VENV)/bin/python -m pytest tests/test_grading.py $(PYTEST_ARGS)
 
 # Every dataset-taking notebook over every shipped dataset it supports, through papermill; prints
 # notebook x dataset -> holds / FAILED and seconds (long: about an hour; not part of make test).

@@ -58,11 +58,22 @@ HISTORY_REFERENCES: tuple[str, ...] = (
     "gnnbook.ch5_minibatch.history:gcn_forward",
 )
 
+# torch's collectives (the Python functions and the process group's own methods): anything that sums
+# across ranks without the student's messages.
+TORCH_COLLECTIVES: tuple[str, ...] = tuple(
+    [f"torch.distributed.distributed_c10d:{name}" for name in (
+        "all_reduce", "all_reduce_coalesced", "reduce", "reduce_scatter", "reduce_scatter_tensor", "all_gather",
+        "all_gather_into_tensor", "all_gather_coalesced", "broadcast", "all_to_all", "all_to_all_single",
+        "gather", "scatter")]
+    + [f"torch._C._distributed_c10d:{owner}.{name}" for owner in ("ProcessGroup", "Backend") for name in (
+        "allreduce", "allreduce_coalesced", "reduce", "reduce_scatter", "allgather", "allgather_coalesced",
+        "broadcast", "alltoall", "alltoall_base", "gather", "scatter")])
+
 # Lab name -> what computes the lab's answers (every task); a lab's checks refuse all of it.
 LAB_REFERENCES: dict[str, tuple[str, ...]] = {
     "lab02_message_passing": GCN_REFERENCES,
     "lab03_collectives": ("gnnbook.comm.algorithms:ring_all_reduce", "gnnbook.comm.algorithms:tree_all_reduce",
-                          "gnnbook.comm.algorithms:direct_all_reduce"),
+                          "gnnbook.comm.algorithms:direct_all_reduce", *TORCH_COLLECTIVES),
     "lab04_minibatch": ("gnnbook.training.minibatch:minibatch_step",),
     "lab05_feature_cache": ("gnnbook.distributed.feature_cache:presample_counts",
                             "gnnbook.distributed.feature_cache:select_cached_nodes"),
@@ -151,8 +162,10 @@ def reference_forbidden(targets: Iterable[str], hint: str = "implement it yourse
                        f"calling it does not count: {hint}")
             function = _function(owner, attribute)
             if function is not None:
-                swapped.append((function, function.__code__))
-                function.__code__ = _refusing_code(message, function.__code__.co_freevars)
+                while isinstance(function, types.FunctionType):   # a decorator's wrapper and what it wraps
+                    swapped.append((function, function.__code__))
+                    function.__code__ = _refusing_code(message, function.__code__.co_freevars)
+                    function = getattr(function, "__wrapped__", None)
             else:
                 def refuse(*args, _message=message, **kwargs):
                     raise ReferenceCallError(_message)

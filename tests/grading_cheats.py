@@ -1,0 +1,49 @@
+"""Cheating submissions for tests/test_grading.py: per lab, solutions that hand the work to a
+reference implementation instead of doing it.  Each lab's cheats are in tests/cheats/<lab>.py
+(a list ``CHEATS`` of :class:`Cheat`); :data:`CHEATS` gathers them by lab name.
+
+Each cheat is the teacher's notebook with the solution regions of one task replaced
+(``regions``: the task's k-th solution region, counted over its cells, -> the code put there)
+and, optionally, lines put at the top of a solution cell (``preamble``: the task's k-th
+solution cell -> code), for a reference bound before any check runs.  Every other task keeps
+the teacher's solution, so a cheat that scores zero on its task proves that task's checks
+refuse it, not that something else broke.
+"""
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass, field
+from pathlib import Path
+
+KINDS = ("direct", "early-bound", "importlib", "pasted")
+
+
+@dataclass(frozen=True)
+class Cheat:
+    name: str                     # what the cheat does, in a few words
+    kind: str                     # one of KINDS: how the reference is reached (or "pasted": a chapter's code)
+    task: int                     # the task it targets: it must score zero there
+    regions: dict[int, str]       # k-th solution region of the task -> replacement code
+    preamble: dict[int, str] = field(default_factory=dict)   # k-th solution cell of the task -> code at its top
+
+    def __post_init__(self):
+        assert self.kind in KINDS, f"{self.name}: kind {self.kind!r} is not one of {KINDS}"
+
+
+def _load(path: Path) -> list[Cheat]:
+    spec = importlib.util.spec_from_file_location(f"cheats_{path.stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return list(module.CHEATS)
+
+
+CHEATS: dict[str, list[Cheat]] = {path.stem: _load(path)
+                                  for path in sorted((Path(__file__).parent / "cheats").glob("lab*.py"))}
+
+
+def one_of_each_kind(cheats: list[Cheat]) -> list[Cheat]:
+    """The first cheat of every kind for every task (what `make test` runs; `make test-cheats` runs all)."""
+    first: dict[tuple[int, str], Cheat] = {}
+    for cheat in cheats:
+        first.setdefault((cheat.task, cheat.kind), cheat)
+    return list(first.values())
