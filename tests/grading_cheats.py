@@ -2,12 +2,13 @@
 reference implementation instead of doing it.  Each lab's cheats are in tests/cheats/<lab>.py
 (a list ``CHEATS`` of :class:`Cheat`); :data:`CHEATS` gathers them by lab name.
 
-Each cheat is the teacher's notebook with the solution regions of one task replaced
+Each cheat is the student version with the solution regions of one task filled in
 (``regions``: the task's k-th solution region, counted over its cells, -> the code put there)
 and, optionally, lines put at the top of a solution cell (``preamble``: the task's k-th
-solution cell -> code), for a reference bound before any check runs.  Every other task keeps
-the teacher's solution, so a cheat that scores zero on its task proves that task's checks
-refuse it, not that something else broke.
+solution cell -> code), for a reference bound before any check runs.  Earlier tasks get the
+teacher's solution (a task may build on them), later ones stay unsolved; the test refuses a
+cheat whose checks fail on an unsolved task or a missing name, so a cheat that scores zero on
+its task proves that task's checks refuse it.
 """
 from __future__ import annotations
 
@@ -42,8 +43,11 @@ CHEATS: dict[str, list[Cheat]] = {path.stem: _load(path)
 
 
 def one_of_each_kind(cheats: list[Cheat]) -> list[Cheat]:
-    """The first cheat of every kind for every task (what `make test` runs; `make test-cheats` runs all)."""
-    first: dict[tuple[int, str], Cheat] = {}
-    for cheat in cheats:
-        first.setdefault((cheat.task, cheat.kind), cheat)
-    return list(first.values())
+    """One cheat of every kind for the lab (what `make test` runs; `make test-cheats` runs all),
+    spread over the lab's tasks: each kind takes a cheat of the task the fewest picks cover yet."""
+    picked: list[Cheat] = []
+    for kind in KINDS:
+        of_kind = [c for c in cheats if c.kind == kind]
+        if of_kind:
+            picked.append(min(of_kind, key=lambda c: sum(p.task == c.task for p in picked)))
+    return picked

@@ -14,7 +14,7 @@ One `autograde` call grades the solution (which records the values for the typed
 second grades every cheat.  The solution and the release run in full; a cheat skips the lab's
 own experiments (a student may delete any cell that is not a solution or a check), and every
 check it fails must fail on what it measured, not on a missing name.  `make test` runs one
-reference cheat of each kind per task; `make test-cheats` runs them all.
+reference cheat of each kind per lab (spread over its tasks); `make test-cheats` runs them all.
 """
 from __future__ import annotations
 
@@ -34,7 +34,6 @@ ROOT = Path(__file__).resolve().parents[1]
 LABS = {lab.stem: lab for lab in default_labs(ROOT)}
 GRADED = sorted(CHEATS)          # the labs this suite covers (their nbval run is replaced by it)
 ALL_CHEATS = os.environ.get("GNNBOOK_ALL_CHEATS") == "1"    # `make test-cheats`; else one of each kind
-REGION = re.compile(r"^([ \t]*)### BEGIN SOLUTION\n.*?^[ \t]*### END SOLUTION[ \t]*$", re.MULTILINE | re.DOTALL)
 STUB = re.compile(r"^([ \t]*)raise NotImplementedError\(\)[ \t]*$", re.MULTILINE)
 
 # Run before a check in the solution's run: pickle every value the check reads (not modules,
@@ -85,12 +84,19 @@ def with_checks_wrapped(nb, cell_source) -> nbformat.NotebookNode:
     return out
 
 
-def apply_cheat(teacher, cheat: Cheat) -> nbformat.NotebookNode:
-    """The teacher's notebook with ``cheat``'s task solved by the cheat's code instead."""
-    nb = nbformat.from_dict(teacher)
+def apply_cheat(released, sources: dict[str, str], cheat: Cheat) -> nbformat.NotebookNode:
+    """The student version with the earlier tasks solved as the teacher did (a task may build on
+    them), ``cheat``'s task solved by the cheat's code, and the later tasks unsolved (their checks
+    fail fast; a check of the target that needed one fails with NotImplementedError, which the
+    test refuses as a wrongly built cheat)."""
+    nb = nbformat.from_dict(released)
     region, cell_index = 0, 0
     for cell in nb.cells:
-        if "solution" not in _grade_id(cell) or _task(_grade_id(cell)) != cheat.task:
+        if "solution" not in _grade_id(cell):
+            continue
+        if _task(_grade_id(cell)) < cheat.task:
+            cell.source = sources[_grade_id(cell)]
+        if _task(_grade_id(cell)) != cheat.task:
             continue
 
         def replace(match):
@@ -101,7 +107,7 @@ def apply_cheat(teacher, cheat: Cheat) -> nbformat.NotebookNode:
                 return match.group(0)
             return "\n".join(match.group(1) + line for line in body.splitlines())
 
-        cell.source = REGION.sub(replace, cell.source)
+        cell.source = STUB.sub(replace, cell.source)
         if cell_index in cheat.preamble:
             lines = cell.source.splitlines()
             at = 1 if lines and lines[0].startswith("%%") else 0    # after a cell magic
@@ -137,14 +143,15 @@ def grade(lab: Path, submissions: dict[str, nbformat.NotebookNode], folder: Path
 def errors(notebook: Path) -> dict[str, str]:
     """grade id -> 'Error: message' for the graded cells that raised."""
     nb = nbformat.read(notebook, as_version=4)
-    return {_grade_id(c): f"{o['ename']}: {o['evalue']}"[:300] for c in nb.cells if "check" in _grade_id(c)
+    return {_grade_id(c): f"{o['ename']}: ...{o['evalue'][-400:]}" for c in nb.cells if "check" in _grade_id(c)
             for o in c.get("outputs", []) if o.get("output_type") == "error"}
 
 
-def refused_for_a_reason(notebook: Path, task: int) -> dict[str, str]:
-    """The task's checks that failed only because a name was missing (a cheat built wrongly,
-    not a check that refused it): grade id -> error."""
-    return {gid: e for gid, e in errors(notebook).items() if _task(gid) == task and e.startswith("NameError")}
+def failed_for_another_reason(notebook: Path, task: int) -> dict[str, str]:
+    """The task's checks that failed because a name was missing or another task's function is
+    unsolved (a cheat built wrongly, not a check that refused it): grade id -> error."""
+    return {gid: e for gid, e in errors(notebook).items()
+            if _task(gid) == task and (e.startswith("NameError") or "NotImplementedError" in e)}
 
 
 @pytest.mark.timeout(1800)
@@ -175,7 +182,7 @@ def test_only_the_solution_earns_points(name, tmp_path):
               "typed": without_runs(with_checks_wrapped(released, lambda check: TYPE.format(
                   path=str(record / f"{_grade_id(check)}.pkl"))))}
     names = {f"cheat{i}": cheat for i, cheat in enumerate(CHEATS[name] if ALL_CHEATS else one_of_each_kind(CHEATS[name]))}
-    cheats |= {student: without_runs(apply_cheat(teacher, cheat)) for student, cheat in names.items()}
+    cheats |= {student: without_runs(apply_cheat(released, sources, cheat)) for student, cheat in names.items()}
     marks, executed = grade(lab, cheats, tmp_path / "second")
     scored = {}
     for student in ("release", "typed"):
@@ -184,6 +191,6 @@ def test_only_the_solution_earns_points(name, tmp_path):
         points, most = marks[student][cheat.task]
         if points > 0:
             scored[f"{cheat.name} (task {cheat.task})"] = (points, most, errors(executed / student / lab.stem / lab.name))
-        wrong = refused_for_a_reason(executed / student / lab.stem / lab.name, cheat.task)
-        assert not wrong, f"{name}: the cheat {cheat.name!r} is built wrongly (its checks miss a name): {wrong}"
+        wrong = failed_for_another_reason(executed / student / lab.stem / lab.name, cheat.task)
+        assert not wrong, f"{name}: the cheat {cheat.name!r} is built wrongly (a check missed a name or met an unsolved task): {wrong}"
     assert not scored, f"{name}: cheats that earned points: {scored}"

@@ -69,6 +69,11 @@ TORCH_COLLECTIVES: tuple[str, ...] = tuple(
         "allreduce", "allreduce_coalesced", "reduce", "reduce_scatter", "allgather", "allgather_coalesced",
         "broadcast", "alltoall", "alltoall_base", "gather", "scatter")])
 
+# The package's byte-exact model of gloo's traffic (lab 6 asks for the halo exchange's bytes; the
+# package's communicators count with it, so it is refused only around the student's prediction).
+GLOO_BYTE_MODEL: tuple[str, ...] = ("gnnbook.comm.gloo_bytes:all_to_all", "gnnbook.comm.gloo_bytes:Volume.wire_sent",
+                                    "gnnbook.comm.gloo_bytes:Volume.wire_received")
+
 # Lab name -> what computes the lab's answers (every task); a lab's checks refuse all of it.
 LAB_REFERENCES: dict[str, tuple[str, ...]] = {
     "lab02_message_passing": GCN_REFERENCES,
@@ -82,6 +87,9 @@ LAB_REFERENCES: dict[str, tuple[str, ...]] = {
                             "gnnbook.ch6_fullgraph.subgraph:HaloExchange.backward",
                             "gnnbook.ch6_fullgraph.protocols:Exchange.__call__",
                             "gnnbook.ch6_fullgraph.stale:PipeExchange.__init__"),
+    "lab08_distributed_dgl": ("gnnbook.ch6_fullgraph.partitioners:partition_metrics",
+                              "gnnbook.training.minibatch:full_graph_boundary",
+                              "gnnbook.distributed.partition_files:load_partition"),
     "lab10_recommendation": ("gnnbook.applications.recsys:bpr_loss", "gnnbook.applications.recsys:lightgcn_propagate",
                              "gnnbook.applications.recsys:normalised_adjacency",
                              "torch_geometric.nn.conv.lg_conv:LGConv.forward",
@@ -123,9 +131,10 @@ def _resolve(target: str) -> tuple[object, str]:
 
 
 def _function(owner: object, attribute: str) -> types.FunctionType | None:
-    """The Python function behind ``owner.attribute`` (unwrapping static and class methods), if any."""
+    """The Python function behind ``owner.attribute`` (unwrapping static and class methods and a
+    property's getter), if any."""
     value = owner.__dict__.get(attribute) if isinstance(owner, type) else getattr(owner, attribute)
-    value = getattr(value, "__func__", value)
+    value = value.fget if isinstance(value, property) else getattr(value, "__func__", value)
     return value if isinstance(value, types.FunctionType) else None
 
 
