@@ -37,7 +37,8 @@ def _autograde(args: argparse.Namespace) -> int:
 
     try:
         labs = [Path(p) for p in args.labs] or default_labs(REPO_ROOT)
-        rows = autograde(Path(args.submissions), labs, Path(args.grades), Path(args.autograded))
+        timeout = {} if args.cell_timeout is None else {"cell_timeout_s": args.cell_timeout}
+        rows = autograde(Path(args.submissions), labs, Path(args.grades), Path(args.autograded), **timeout)
     except ReleaseError as exc:
         raise UserError(str(exc)) from None
     print(grades_summary(rows))
@@ -75,6 +76,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="the CSV of points per student, lab and task (default: build/grades.csv)")
     p.add_argument("--autograded", default=str(REPO_ROOT / "build" / "autograded"),
                    help="where the executed submissions are kept")
+    p.add_argument("--cell-timeout", type=float, default=None,
+                   help="seconds a cell may run before it is stopped and its check scores zero (default: 900)")
     p.set_defaults(func=_autograde)
     p = sub.add_parser("course", help="run every notebook with papermill and print the table of claims")
     p.add_argument("notebooks", nargs="*", help="notebooks to run (default: chapters/*.ipynb labs/*.ipynb)")

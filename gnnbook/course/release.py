@@ -55,7 +55,7 @@ POINTS_PER_CHECK = 1
 TASK_HEADING = re.compile(r"^#+\s.*?\bTask\s+(\d+)", re.MULTILINE)
 # One cell may take this long in the autograder (lab 8 starts a distributed job).
 CELL_TIMEOUT_S = 900
-GRADE_FIELDS = ("student", "lab", "task", "points", "max_points")
+GRADE_FIELDS = ("student", "lab", "task", "points", "max_points", "why")
 
 
 class ReleaseError(Exception):
@@ -162,18 +162,19 @@ def find_submissions(folder: Path, labs: list[Path]) -> list[tuple[str, Path]]:
 
 
 def autograde(submissions: Path, labs: list[Path], grades_csv: Path,
-              autograded: Path | None = None) -> list[dict]:
+              autograded: Path | None = None, cell_timeout_s: float = CELL_TIMEOUT_S) -> list[dict]:
     """Grade every submitted lab with nbgrader and write one CSV row per student, lab and task.
 
     The check cells are restored from the teacher's lab before the notebook is
-    executed; a check cell that raises scores zero.  ``autograded`` keeps the
-    executed notebooks (to see why a check failed).  Returns the rows.
+    executed; a check cell that raises, or runs past ``cell_timeout_s``, scores zero,
+    and the row's ``why`` gives the first failed check of the task and the first line
+    of its error.  ``autograded`` keeps the executed notebooks.  Returns the rows.
     """
     pairs = find_submissions(Path(submissions), labs)
     by_name = {lab.name: lab for lab in labs}
     rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="gnnbook-autograde-") as tmp:
-        course = _Course(Path(tmp))
+        course = _Course(Path(tmp), cell_timeout_s)
         for name in sorted({nb.name for _, nb in pairs}):
             course.generate(by_name[name])
         for student, notebook in pairs:
@@ -192,18 +193,37 @@ def grades_summary(rows: list[dict]) -> str:
     for r in rows:
         totals[r["student"], r["lab"]][0] += r["points"]
         totals[r["student"], r["lab"]][1] += r["max_points"]
-    lines = [f"{'student':<16}{'lab':<28}{'task':<8}{'points':>8}"]
+    lines = [f"{'student':<16}{'lab':<28}{'task':<8}{'points':>8}  why"]
     for r in rows:
-        lines.append(f"{r['student']:<16}{r['lab']:<28}{r['task']:<8}{r['points']:>5g}/{r['max_points']:g}")
+        lines.append(f"{r['student']:<16}{r['lab']:<28}{r['task']:<8}{r['points']:>5g}/{r['max_points']:g}"
+                     f"  {r.get('why', '')}".rstrip())
     for (student, lab), (points, most) in totals.items():
         lines.append(f"{student:<16}{lab:<28}{'total':<8}{points:>5g}/{most:g}")
     return "\n".join(lines)
 
 
+def failed_checks(executed: Path, cell_timeout_s: float = CELL_TIMEOUT_S) -> dict[str, str]:
+    """Task -> "check id: error" for the first check of each task that failed in an executed
+    notebook (the error's type and the first line of its message; nbgrader interrupts a cell
+    that runs past the deadline, which reads as KeyboardInterrupt)."""
+    why: dict[str, str] = {}
+    for cell in nbformat.read(executed, as_version=4).cells:
+        grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
+        task = grade_id.split("-")[0]
+        for output in cell.get("outputs", []) if "check" in grade_id and task not in why else []:
+            if output.get("output_type") == "error":
+                first = (output.get("evalue") or "").strip().splitlines()[:1]
+                why[task] = f"{grade_id}: {output.get('ename')}" + (f": {first[0][:200]}" if first else "")
+                if output.get("ename") == "KeyboardInterrupt":
+                    why[task] = f"{grade_id}: stopped at the {cell_timeout_s:g} s deadline of a cell (a loop that never ends?)"
+                break
+    return why
+
+
 class _Course:
     """An nbgrader course directory in ``root`` with one assignment per lab."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, cell_timeout_s: float = CELL_TIMEOUT_S):
         from nbgrader.apps import NbGraderAPI
         from nbgrader.coursedir import CourseDirectory
         from traitlets.config import Config
@@ -213,11 +233,11 @@ class _Course:
         bin_dir = str(Path(sys.executable).parent)
         if bin_dir not in os.environ.get("PATH", "").split(os.pathsep):
             os.environ["PATH"] = bin_dir + os.pathsep + os.environ.get("PATH", "")
-        self.root = root
+        self.root, self.cell_timeout_s = root, cell_timeout_s
+        self.max_points: dict[str, dict[str, float]] = {}
         config = Config()
         config.CourseDirectory.root = str(root)
-        config.Execute.timeout = CELL_TIMEOUT_S
-        config.Execute.allow_errors = True
+        config.Execute.timeout = int(cell_timeout_s)
         self.config = config
         self.api = NbGraderAPI(coursedir=CourseDirectory(config=config), config=config)
 
@@ -226,7 +246,13 @@ class _Course:
         name = lab.stem
         source = self.root / "source" / name / lab.name
         source.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(annotate(nbformat.read(lab, as_version=4), lab.name), source)
+        annotated = annotate(nbformat.read(lab, as_version=4), lab.name)
+        nbformat.write(annotated, source)
+        self.max_points[name] = defaultdict(float)
+        for cell in annotated.cells:
+            grade_id = cell.metadata.get("nbgrader", {}).get("grade_id", "")
+            if "check" in grade_id:
+                self.max_points[name][grade_id.split("-")[0]] += POINTS_PER_CHECK
         self._check(self.api.generate_assignment(name), f"generate_assignment {name}")
         return self.root / "release" / name / lab.name
 
@@ -243,7 +269,13 @@ class _Course:
         nbformat.write(nb, target)
         with warnings.catch_warnings():   # nbgrader's gradebook trips SQLAlchemy's autoflush warnings
             warnings.filterwarnings("ignore", message=".*not in session.*")
-            self._check(self.api.autograde(name, student), f"autograde {name} for {student}")
+            result = self.api.autograde(name, student)
+        if not result.get("success") and "DeadKernelError" in f"{result.get('log', '')}{result.get('error', '')}":
+            # nbgrader keeps no grade of a notebook whose kernel died: zero for every task, and the next student
+            return [dict(student=student, lab=name, task=task, points=0.0, max_points=most,
+                         why="the kernel died while the notebook ran (os._exit, a crash, or out of memory)")
+                    for task, most in sorted(self.max_points[name].items(), key=lambda kv: int(kv[0][4:]))]
+        self._check(result, f"autograde {name} for {student}")
         per_task: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
         with Gradebook(f"sqlite:///{self.root / 'gradebook.db'}") as gradebook:
             graded = gradebook.find_submission_notebook(name, name, student)
@@ -251,7 +283,8 @@ class _Course:
                 task = grade.name.split("-")[0]
                 per_task[task][0] += grade.score or 0.0
                 per_task[task][1] += grade.max_score
-        return [dict(student=student, lab=name, task=task, points=points, max_points=most)
+        why = failed_checks(self.root / "autograded" / student / name / notebook.name, self.cell_timeout_s)
+        return [dict(student=student, lab=name, task=task, points=points, max_points=most, why=why.get(task, ""))
                 for task, (points, most) in sorted(per_task.items(), key=lambda kv: int(kv[0][4:]))]
 
     @staticmethod
