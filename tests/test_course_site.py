@@ -1,4 +1,5 @@
 """`make course` and `make site` on two tiny generated notebooks: claims table, executed copies, website."""
+import re
 from html.parser import HTMLParser
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
@@ -43,7 +44,8 @@ def tiny_notebook(path: Path, title: str, body: str) -> Path:
 def course(tmp_path_factory):
     folder = tmp_path_factory.mktemp("course")
     notebooks = [tiny_notebook(folder / "01_tiny.ipynb", "Chapter 1 · 引言", CHAPTER),
-                 tiny_notebook(folder / "lab01_quiet.ipynb", "Lab 1 · 实验", "x = 1\nassert x == 1\n")]
+                 tiny_notebook(folder / "lab01_quiet.ipynb", "Lab 1 · 实验",
+                               "x = 1\n### BEGIN SOLUTION\nanswer_of_lab_one = 42\n### END SOLUTION\nassert x == 1\n")]
     out = folder / "executed"
     return run_course(notebooks, out, timeout_s=120), out
 
@@ -110,6 +112,9 @@ def test_site_has_every_page_image_and_link_and_needs_no_network(course):
         parser.feed(page.read_text())
     names = {p.relative_to(site).as_posix() for p in pages}
     assert {"index.html", "notebooks/01_tiny.html", "notebooks/lab01_quiet.html"} <= names
+    lab = (site / "notebooks" / "lab01_quiet.html").read_text()
+    folded = re.search(r"<details[^>]*>(?:(?!</details>).)*answer_of_lab_one", lab, re.S)
+    assert folded, "a lab's solution is on the page folded away (hide-input), shown on a click"
     home = index.read_text()
     assert "Chapter map" in home and "引言" in home and "the sum of 0..9" in home, "chapter map and claims table"
     assert "1.1 Graph neural networks · 图神经网络" in home, "section titles in the navigation"

@@ -25,6 +25,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+import nbformat
+
 from ..base.errors import UserError
 from .course_run import SUMMARY, claims_table
 
@@ -137,6 +139,19 @@ def mathjax_dir() -> Path:
     return Path(jupyter_server_mathjax.__file__).parent / "static"
 
 
+def fold_solutions(notebook: Path, dest: Path) -> None:
+    """Copy ``notebook`` to ``dest`` with every lab solution cell folded away on the page
+    (MyST-NB's ``hide-input`` tag: the reader clicks to see the code), so that a student who
+    reads the website after trying a lab sees the solution only when they ask for it."""
+    nb = nbformat.read(notebook, as_version=4)
+    for cell in nb.cells:
+        if cell.cell_type == "code" and "### BEGIN SOLUTION" in cell.source:
+            tags = cell.metadata.setdefault("tags", [])
+            if "hide-input" not in tags:
+                tags.append("hide-input")
+    nbformat.write(nb, dest)
+
+
 def build_site(executed: Path, out: Path, notebooks: list[Path] | None = None) -> Path:
     """Build the website from the executed notebooks in ``executed`` into ``out``; returns ``out/index.html``.
 
@@ -154,7 +169,7 @@ def build_site(executed: Path, out: Path, notebooks: list[Path] | None = None) -
         src, html = Path(tmp) / "src", Path(tmp) / "html"
         (src / "notebooks").mkdir(parents=True)
         for nb in notebooks:
-            shutil.copy(nb, src / "notebooks" / nb.name)
+            fold_solutions(nb, src / "notebooks" / nb.name)
         (src / "conf.py").write_text(CONF.replace("{font_stack}", FONT_STACK))
         (src / "index.md").write_text(index_page(notebooks, rows))
         shutil.copytree(mathjax_dir(), src / "_static" / "mathjax")
