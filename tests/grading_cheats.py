@@ -16,13 +16,15 @@ import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
 
-KINDS = ("direct", "early-bound", "importlib", "pasted")
+# How a cheat reaches the reference.  (Pasting a chapter's printed code is not among them: no chapter
+# prints a lab's answer, which tests/test_no_spoilers.py checks.)
+KINDS = ("direct", "early-bound", "importlib")
 
 
 @dataclass(frozen=True)
 class Cheat:
     name: str                     # what the cheat does, in a few words
-    kind: str                     # one of KINDS: how the reference is reached (or "pasted": a chapter's code)
+    kind: str                     # one of KINDS: how the reference is reached
     task: int                     # the task it targets: it must score zero there
     regions: dict[int, str]       # k-th solution region of the task -> replacement code
     preamble: dict[int, str] = field(default_factory=dict)   # k-th solution cell of the task -> code at its top
