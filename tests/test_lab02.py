@@ -1,82 +1,91 @@
-"""Lab 2's checks pass on the solution only: they fail on the student version
-(solution regions replaced as nbgrader's release does) and on a layer that calls
-the reference implementation the check compares with."""
-import json
-import re
+"""Lab 2's checks, piece by piece (tests/test_grading.py grades the whole lab: the solution, the release,
+typed answers and the reference cheats of tests/cheats/lab02_message_passing.py).  Here: the release
+hides the hidden tests, and each input the checks choose catches the mistake it is there for."""
 from pathlib import Path
 
+import dgl.function as fn
+import dgl.nn as dglnn
+import nbformat
 import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
 
+from gnnbook.course.grading.lab02_message_passing import (compare_gcn_architecture, compare_with_graphconv,
+                                                          cora_graph, directed_graph, layer_gradients)
 from gnnbook.course.labcheck import ReferenceCallError
-
+from gnnbook.course.release import release
 LAB = Path(__file__).resolve().parents[1] / "labs" / "lab02_message_passing.ipynb"
-SOLUTION = re.compile(r"^([ \t]*)### BEGIN SOLUTION\n.*?^[ \t]*### END SOLUTION[ \t]*$", re.MULTILINE | re.DOTALL)
 
-# A "solution" that hands the work to DGL's layer: it must not pass.
-CALLS_GRAPHCONV = """\
-        conv = dglnn.GraphConv(self.weight.shape[0], self.weight.shape[1], norm="both", weight=False, bias=False)
-        return conv(g, h @ self.weight) + self.bias"""
-CALLS_EDGE_WEIGHT_NORM = """\
+
+class Layer(nn.Module):
+    """A GCN layer; ``receiver_degree_for_both`` is the usual mistake (PyG's gcn_norm makes it too)."""
+    receiver_degree_for_both = False
+
+    def __init__(self, in_feats, out_feats):
+        super().__init__()
+        self.weight = nn.Parameter(torch.empty(in_feats, out_feats))
+        self.bias = nn.Parameter(torch.zeros(out_feats))
+        nn.init.xavier_uniform_(self.weight)
+
+    def forward(self, g, h):
         with g.local_scope():
-            g.edata["w"] = dglnn.EdgeWeightNorm(norm="both")(g, torch.ones(g.num_edges()))
-            g.ndata["h"] = h @ self.weight
-            g.update_all(fn.u_mul_e("h", "w", "m"), fn.sum("m", "h"))
-            return g.ndata["h"] + self.bias"""
+            sender = g.in_degrees() if self.receiver_degree_for_both else g.out_degrees()
+            g.ndata["h"] = (h @ self.weight) * sender.float().rsqrt()[:, None]
+            g.update_all(fn.copy_u("h", "m"), fn.sum("m", "h"))
+            return g.ndata["h"] * g.in_degrees().float().rsqrt()[:, None] + self.bias
 
 
-def code_cells() -> list[str]:
-    cells = json.loads(LAB.read_text())["cells"]
-    return ["".join(c["source"]) for c in cells if c["cell_type"] == "code"]
+class MixedUpLayer(Layer):
+    receiver_degree_for_both = True
 
 
-def student_version(source: str) -> str:
-    """What nbgrader's release (ClearSolutions, default stub) makes of a cell."""
-    return SOLUTION.sub(lambda m: f"{m.group(1)}# YOUR CODE HERE\n{m.group(1)}raise NotImplementedError()", source)
+class CallsGraphConv(Layer):
+    def forward(self, g, h):
+        conv = dglnn.GraphConv(*self.weight.shape, norm="both", weight=False, bias=False)
+        return conv(g, h @ self.weight) + self.bias
 
 
-def run_task1(layer_cell: str) -> dict:
-    """Run setup, the given Task 1 cell and Task 1's two check cells; return the namespace."""
-    cells = code_cells()
-    layer_index = next(i for i, c in enumerate(cells) if "class MyGraphConv" in c)
-    namespace: dict = {}
-    for source in cells[:layer_index] + [layer_cell] + cells[layer_index + 1 : layer_index + 3]:
-        exec(compile(source, str(LAB), "exec"), namespace)
-    return namespace
+class GCN(nn.Module):
+    relu = staticmethod(F.relu)
+
+    def __init__(self, in_feats, hidden, classes):
+        super().__init__()
+        self.conv1, self.conv2, self.dropout = Layer(in_feats, hidden), Layer(hidden, classes), nn.Dropout(0.5)
+
+    def forward(self, g, h):
+        return self.conv2(g, self.dropout(self.relu(self.conv1(g, self.dropout(h)))))
 
 
-@pytest.fixture(scope="module")
-def layer_cell() -> str:
-    return next(c for c in code_cells() if "class MyGraphConv" in c)
+class LinearGCN(GCN):
+    relu = staticmethod(lambda h: h)
 
 
-def test_the_solution_passes_task1_checks(layer_cell):
-    namespace = run_task1(layer_cell)
-    assert namespace["max_abs_diff"] < 1e-5
+def test_the_release_hides_the_hidden_tests(tmp_path):
+    (student,) = release([LAB], tmp_path)
+    checks = {"teacher": [c.source for c in nbformat.read(LAB, as_version=4).cells if c.source.startswith("# Check")],
+              "student": [c.source for c in nbformat.read(student, as_version=4).cells if c.source.startswith("# Check")]}
+    assert len(checks["teacher"]) == len(checks["student"]) == 3
+    assert sum("### BEGIN HIDDEN TESTS" in c for c in checks["teacher"]) == 2
+    student_code = "\n".join(checks["student"])
+    for hidden in ("HIDDEN TESTS", "seed=7", "seed=11", "compare_gcn_architecture(MyGCN"):
+        assert hidden not in student_code
 
 
-def test_every_solution_region_is_removed_by_the_release():
-    cells = code_cells()
-    assert sum(len(SOLUTION.findall(c)) for c in cells) == 3, "Task 1 (forward) and Task 2 (init, forward)"
-    assert all("### BEGIN SOLUTION" not in student_version(c) for c in cells)
+def test_directed_graphs_catch_a_layer_that_mixes_up_the_degrees():
+    assert compare_with_graphconv(Layer, directed_graph(40, 200, 8, seed=1), 4)["close"]
+    assert compare_with_graphconv(MixedUpLayer, cora_graph(), 16)["close"], "Cora alone cannot tell (undirected)"
+    assert not compare_with_graphconv(MixedUpLayer, directed_graph(40, 200, 8, seed=1), 4)["close"]
 
 
-def test_the_student_version_fails_task1_checks(layer_cell):
-    with pytest.raises(NotImplementedError):
-        run_task1(student_version(layer_cell))
+def test_the_layer_gradients_and_the_architecture_are_measured():
+    r = layer_gradients(Layer, directed_graph(40, 200, 8, seed=2), 16)
+    assert r["weight_grad_abs_sum"] > 0 and r["bias_once_per_node"]
+    graph = directed_graph(50, 300, 12, seed=5)
+    assert compare_gcn_architecture(GCN, Layer, graph, 6, 3)["close"]
+    assert not compare_gcn_architecture(LinearGCN, Layer, graph, 6, 3)["close"], "a missing ReLU is caught"
 
 
-def test_the_student_version_fails_task2_checks(layer_cell):
-    cells = code_cells()
-    gcn_index = next(i for i, c in enumerate(cells) if "class MyGCN" in c)
-    namespace = run_task1(layer_cell)
-    exec(compile(student_version(cells[gcn_index]), str(LAB), "exec"), namespace)
-    with pytest.raises(NotImplementedError):
-        exec(compile(cells[gcn_index + 1], str(LAB), "exec"), namespace)   # the training cell builds MyGCN
-
-
-@pytest.mark.parametrize("shortcut", [CALLS_GRAPHCONV, CALLS_EDGE_WEIGHT_NORM], ids=["GraphConv", "EdgeWeightNorm"])
-def test_calling_the_reference_inside_the_layer_fails_the_check(layer_cell, shortcut):
-    cheating = SOLUTION.sub(lambda m: shortcut, layer_cell)
-    assert cheating != layer_cell
+def test_a_reference_inside_the_layer_is_refused():
     with pytest.raises(ReferenceCallError, match="reference implementation"):
-        run_task1(cheating)
+        compare_with_graphconv(CallsGraphConv, directed_graph(40, 200, 8, seed=1), 4)

@@ -76,7 +76,9 @@ GLOO_BYTE_MODEL: tuple[str, ...] = ("gnnbook.comm.gloo_bytes:all_to_all", "gnnbo
 
 # Lab name -> what computes the lab's answers (every task); a lab's checks refuse all of it.
 LAB_REFERENCES: dict[str, tuple[str, ...]] = {
-    "lab02_message_passing": GCN_REFERENCES,
+    # lab 2: the GCN layers and normalisers, and the package's ready-made D^-1/2 (A + I) D^-1/2 of a graph
+    "lab02_message_passing": (*GCN_REFERENCES, "gnnbook.ch6_fullgraph.spmm:normalised_adjacency",
+                              "gnnbook.ch6_fullgraph.subgraph:local_graph"),
     "lab03_collectives": ("gnnbook.comm.algorithms:ring_all_reduce", "gnnbook.comm.algorithms:tree_all_reduce",
                           "gnnbook.comm.algorithms:direct_all_reduce", *TORCH_COLLECTIVES),
     "lab04_minibatch": ("gnnbook.training.minibatch:minibatch_step",),

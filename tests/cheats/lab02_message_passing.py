@@ -1,0 +1,86 @@
+"""Lab 2's cheats: the GCN layer (task 1) or the two-layer model (task 2) handed to DGL's GraphConv or
+EdgeWeightNorm, PyG's GCNConv, the package's programming-model layer or its normalised adjacencies.
+
+Each would pass the checks if nothing were refused: the package's layer and DGL's GraphConv compute
+exactly the layer asked for (out-degree of the sender, in-degree of the receiver, on the directed
+graphs too), and the task-2 cheats keep two MyGraphConv layers for their weights (the checks count
+them and read them) while the forward pass runs on the reference.
+"""
+from grading_cheats import Cheat
+
+PACKAGE_LAYER = "SimpleNamespace(weight=self.weight, bias=self.bias)"
+
+CHEATS = [
+    # --- task 1: MyGraphConv.forward ---------------------------------------------------------------
+    Cheat("the package's graph-centric GCN layer", "direct", 1, {0: (
+        "from types import SimpleNamespace\n"
+        "from gnnbook.ch7_systems.progmodels import graph_centric\n"
+        f"return graph_centric('gcn', g, h, {PACKAGE_LAYER})")}),
+    Cheat("DGL's GraphConv, bound at import", "early-bound", 1, {0: (
+        "conv = dglnn.GraphConv(self.weight.shape[0], self.weight.shape[1], norm='both', weight=False, bias=False)\n"
+        "return GRAPHCONV_FORWARD(conv, g, h @ self.weight) + self.bias")},
+        {0: "import dgl.nn as _dglnn\nGRAPHCONV_FORWARD = _dglnn.GraphConv.forward"}),
+    Cheat("the package's layer through importlib", "importlib", 1, {0: (
+        "import importlib\n"
+        "from types import SimpleNamespace\n"
+        "layer = importlib.import_module('gnnbook.ch7_' + 'systems.progmodels').graph_centric\n"
+        f"return layer('gcn', g, h, {PACKAGE_LAYER})")}),
+    Cheat("DGL's GraphConv", "direct", 1, {0: (
+        "conv = dglnn.GraphConv(self.weight.shape[0], self.weight.shape[1], norm='both', weight=False, bias=False)\n"
+        "return conv(g, h @ self.weight) + self.bias")}),
+    Cheat("DGL's EdgeWeightNorm", "direct", 1, {0: (
+        "with g.local_scope():\n"
+        "    g.edata['w'] = dglnn.EdgeWeightNorm(norm='both')(g, torch.ones(g.num_edges()))\n"
+        "    g.ndata['h'] = h @ self.weight\n"
+        "    g.update_all(fn.u_mul_e('h', 'w', 'm'), fn.sum('m', 'h'))\n"
+        "    return g.ndata['h'] + self.bias")}),
+    Cheat("the package's normalised adjacency (spmm)", "direct", 1, {0: (
+        "from gnnbook.ch6_fullgraph.spmm import normalised_adjacency\n"
+        "index, value = normalised_adjacency(g, torch.arange(g.num_nodes()))\n"
+        "adj = torch.sparse_coo_tensor(index, value, (g.num_nodes(), g.num_nodes()))\n"
+        "return torch.sparse.mm(adj, h @ self.weight) + self.bias")}),
+    Cheat("the package's one-part local graph", "direct", 1, {0: (
+        "from gnnbook.ch6_fullgraph.subgraph import local_graph\n"
+        "part = local_graph(g, torch.zeros(g.num_nodes(), dtype=torch.int64), 0, 'gcn')\n"
+        "return torch.sparse.mm(part.adjacency, h @ self.weight) + self.bias")}),
+    Cheat("the package's normalised adjacency, bound at import", "early-bound", 1, {0: (
+        "index, value = NORMALISED(g, torch.arange(g.num_nodes()))\n"
+        "adj = torch.sparse_coo_tensor(index, value, (g.num_nodes(), g.num_nodes()))\n"
+        "return torch.sparse.mm(adj, h @ self.weight) + self.bias")},
+        {0: "from gnnbook.ch6_fullgraph.spmm import normalised_adjacency as NORMALISED"}),
+    Cheat("DGL's GraphConv through importlib", "importlib", 1, {0: (
+        "import importlib\n"
+        "graphconv = importlib.import_module('dgl.nn.pytorch.conv.' + 'graphconv').GraphConv\n"
+        "conv = graphconv(self.weight.shape[0], self.weight.shape[1], norm='both', weight=False, bias=False)\n"
+        "return conv(g, h @ self.weight) + self.bias")}),
+    Cheat("PyG's gcn_norm", "direct", 1, {0: (
+        "from torch_geometric.nn.conv.gcn_conv import gcn_norm\n"
+        "src, dst = g.edges()\n"
+        "index, weight = gcn_norm(torch.stack([src, dst]), num_nodes=g.num_nodes(), add_self_loops=False)\n"
+        "adj = torch.sparse_coo_tensor(torch.stack([index[1], index[0]]), weight, (g.num_nodes(), g.num_nodes()))\n"
+        "return torch.sparse.mm(adj, h @ self.weight) + self.bias")}),
+    # --- task 2: MyGCN, its two MyGraphConv layers kept for their weights ------------------------
+    Cheat("DGL's GraphConv on MyGraphConv's weights", "direct", 2, {
+        0: ("self.conv1 = MyGraphConv(in_feats, hidden)\n"
+            "self.conv2 = MyGraphConv(hidden, num_classes)\n"
+            "self.dropout = nn.Dropout(dropout)\n"
+            "self.ref = dglnn.GraphConv(in_feats, hidden, norm='both', weight=False, bias=False)"),
+        1: ("h = F.relu(self.ref(g, self.dropout(h), weight=self.conv1.weight) + self.conv1.bias)\n"
+            "return self.ref(g, self.dropout(h), weight=self.conv2.weight) + self.conv2.bias")}),
+    Cheat("GraphConv.forward bound at import, on MyGraphConv's weights", "early-bound", 2, {
+        0: ("self.conv1 = MyGraphConv(in_feats, hidden)\n"
+            "self.conv2 = MyGraphConv(hidden, num_classes)\n"
+            "self.dropout = nn.Dropout(dropout)\n"
+            "self.ref = dglnn.GraphConv(in_feats, hidden, norm='both', weight=False, bias=False)"),
+        1: ("h = F.relu(GRAPHCONV_FORWARD(self.ref, g, self.dropout(h), weight=self.conv1.weight) + self.conv1.bias)\n"
+            "return GRAPHCONV_FORWARD(self.ref, g, self.dropout(h), weight=self.conv2.weight) + self.conv2.bias")},
+        {0: "import dgl.nn as _dglnn\nGRAPHCONV_FORWARD = _dglnn.GraphConv.forward"}),
+    Cheat("the package's layer through importlib, on MyGraphConv's weights", "importlib", 2, {
+        0: ("self.conv1 = MyGraphConv(in_feats, hidden)\n"
+            "self.conv2 = MyGraphConv(hidden, num_classes)\n"
+            "self.dropout = nn.Dropout(dropout)"),
+        1: ("import importlib\n"
+            "layer = importlib.import_module('gnnbook.ch7_' + 'systems.progmodels').graph_centric\n"
+            "h = F.relu(layer('gcn', g, self.dropout(h), self.conv1))\n"
+            "return layer('gcn', g, self.dropout(h), self.conv2)")}),
+]
