@@ -6,7 +6,7 @@ Used in: chapters/03_distributed_ml.ipynb, chapters/05c_execution_engine.ipynb,
 chapters/05d_communication.ipynb, chapters/05g_historical_embeddings.ipynb,
 chapters/06a_fullgraph_parallelism.ipynb, chapters/06b_operator_parallelism.ipynb,
 chapters/06c_sync_and_async_protocols.ipynb, labs/lab03_collectives.ipynb,
-labs/lab06_halo_exchange.ipynb, labs/lab11_spatiotemporal_index_batching.ipynb.
+labs/lab11_spatiotemporal_index_batching.ipynb.
 
 A spawned process cannot import a notebook cell, so the function lives in a
 module and is named by a string: ``"package.module:function"`` or

@@ -2,7 +2,7 @@
 
 Book: 3.2 the distributed training flow (one rank's process).
 
-Used in: chapters/03_distributed_ml.ipynb.
+Used in: chapters/03_distributed_ml.ipynb, labs/lab03_collectives.ipynb.
 
 Command line (the launcher builds it)::
 
