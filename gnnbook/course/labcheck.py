@@ -104,8 +104,11 @@ LAB_REFERENCES: dict[str, tuple[str, ...]] = {
                              "torch_geometric.utils.laplacian:get_laplacian",
                              "dgl.nn.pytorch.conv.sgconv:SGConv.forward", "dgl.nn.pytorch.conv.tagconv:TAGConv.forward",
                              "dgl.nn.pytorch.conv.appnpconv:APPNPConv.forward"),
+    # the package's windows (task 1) and the bytes its loaders say they hold (task 2 measures them)
     "lab11_spatiotemporal_index_batching": ("gnnbook.applications.temporal:IndexDataset.__getitem__",
-                                            "gnnbook.applications.temporal:IndexDataset.batch"),
+                                            "gnnbook.applications.temporal:IndexDataset.batch",
+                                            "gnnbook.applications.temporal:IndexDataset.nbytes",
+                                            "gnnbook.applications.temporal:SnapshotDataset.nbytes"),
     "lab12_feature_loading": ("gnnbook.ch5_minibatch.feature_loading:gather_into",
                               "gnnbook.ch5_minibatch.feature_loading:pcie_lines"),
 }
