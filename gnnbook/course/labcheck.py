@@ -117,7 +117,13 @@ LAB_REFERENCES: dict[str, tuple[str, ...]] = {
                                             "gnnbook.applications.temporal:IndexDataset.batch",
                                             "gnnbook.applications.temporal:IndexDataset.nbytes",
                                             "gnnbook.applications.temporal:SnapshotDataset.nbytes"),
+    # the package's gathers into a buffer (and the GPU paths built on them: pinned, zero-copy, DGL's UVA gather)
+    # and its line count (LoadingModel.predict counts through it)
     "lab12_feature_loading": ("gnnbook.ch5_minibatch.feature_loading:gather_into",
+                              "gnnbook.ch5_minibatch.feature_loading:pinned_to_device",
+                              "gnnbook.ch5_minibatch.feature_loading:triton_gather",
+                              "gnnbook.ch5_minibatch.feature_loading:zero_copy_gather",
+                              "dgl.utils.pin_memory:gather_pinned_tensor_rows",
                               "gnnbook.ch5_minibatch.feature_loading:pcie_lines"),
 }
 
