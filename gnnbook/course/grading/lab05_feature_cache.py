@@ -39,8 +39,8 @@ __all__ = ["CHECK_DATASETS", "FRACTIONS", "HINT", "POLICIES", "REFUSED", "score_
 CHECK_DATASETS = ("cora", "citeseer", "amazon-photo")
 FRACTIONS = (0.02, 0.05, 0.1, 0.2)
 POLICIES = ("random", "degree", "lru", "fifo", "oracle", "belady")
-# Everything LAB_REFERENCES names, and every function of the caching module: Belady's bound too, which
-# LAB_REFERENCES leaves out (chapter 5b prints it, and it is no pre-sampling), and one added later.
+# Everything LAB_REFERENCES names, and Belady's bound too, which LAB_REFERENCES leaves out (chapter 5b
+# prints it, and it is no pre-sampling).
 REFUSED: tuple[str, ...] = tuple(dict.fromkeys((*LAB_REFERENCES["lab05_feature_cache"],
                                                 *module_functions("gnnbook.ch5_minibatch.caching"))))
 HINT = "count the accesses yourself over the loader's minibatches and rank them (np.lexsort or a stable sort)"
