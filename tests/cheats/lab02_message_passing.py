@@ -17,6 +17,7 @@ CHEATS = [
         "from gnnbook.ch7_systems.progmodels import graph_centric\n"
         f"return graph_centric('gcn', g, h, {PACKAGE_LAYER})")}),
     Cheat("DGL's GraphConv, bound at import", "early-bound", 1, {0: (
+        "import dgl.nn as dglnn\n"
         "conv = dglnn.GraphConv(self.weight.shape[0], self.weight.shape[1], norm='both', weight=False, bias=False)\n"
         "return GRAPHCONV_FORWARD(conv, g, h @ self.weight) + self.bias")},
         {0: "import dgl.nn as _dglnn\nGRAPHCONV_FORWARD = _dglnn.GraphConv.forward"}),
@@ -26,9 +27,11 @@ CHEATS = [
         "layer = importlib.import_module('gnnbook.ch7_' + 'systems.progmodels').graph_centric\n"
         f"return layer('gcn', g, h, {PACKAGE_LAYER})")}),
     Cheat("DGL's GraphConv", "direct", 1, {0: (
+        "import dgl.nn as dglnn\n"
         "conv = dglnn.GraphConv(self.weight.shape[0], self.weight.shape[1], norm='both', weight=False, bias=False)\n"
         "return conv(g, h @ self.weight) + self.bias")}),
     Cheat("DGL's EdgeWeightNorm", "direct", 1, {0: (
+        "import dgl.nn as dglnn\n"
         "with g.local_scope():\n"
         "    g.edata['w'] = dglnn.EdgeWeightNorm(norm='both')(g, torch.ones(g.num_edges()))\n"
         "    g.ndata['h'] = h @ self.weight\n"
@@ -64,6 +67,7 @@ CHEATS = [
         0: ("self.conv1 = MyGraphConv(in_feats, hidden)\n"
             "self.conv2 = MyGraphConv(hidden, num_classes)\n"
             "self.dropout = nn.Dropout(dropout)\n"
+            "import dgl.nn as dglnn\n"
             "self.ref = dglnn.GraphConv(in_feats, hidden, norm='both', weight=False, bias=False)"),
         1: ("h = F.relu(self.ref(g, self.dropout(h), weight=self.conv1.weight) + self.conv1.bias)\n"
             "return self.ref(g, self.dropout(h), weight=self.conv2.weight) + self.conv2.bias")}),
@@ -71,6 +75,7 @@ CHEATS = [
         0: ("self.conv1 = MyGraphConv(in_feats, hidden)\n"
             "self.conv2 = MyGraphConv(hidden, num_classes)\n"
             "self.dropout = nn.Dropout(dropout)\n"
+            "import dgl.nn as dglnn\n"
             "self.ref = dglnn.GraphConv(in_feats, hidden, norm='both', weight=False, bias=False)"),
         1: ("h = F.relu(GRAPHCONV_FORWARD(self.ref, g, self.dropout(h), weight=self.conv1.weight) + self.conv1.bias)\n"
             "return GRAPHCONV_FORWARD(self.ref, g, self.dropout(h), weight=self.conv2.weight) + self.conv2.bias")},
