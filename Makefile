@@ -15,7 +15,7 @@ export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 export DGLBACKEND := pytorch
 
 .PHONY: venv lab test test-matrix env clean-venv strip-notebooks
-.PHONY: lint release autograde course site scale test-cheats
+.PHONY: lint release autograde course site scale test-cheats lock
 # Teachers: `make autograde SUBMISSIONS=folder` (folder/<student>/<lab>.ipynb); the CSV goes to GRADES.
 SUBMISSIONS ?=
 GRADES ?= build/grades.csv
@@ -24,12 +24,15 @@ NOTEBOOKS ?=
 
 venv: $(STAMP)
 
-$(STAMP): pyproject.toml
+# The exact versions of everything (requirements.lock, made by `make lock` from pyproject.toml's pins), then the
+# course itself without resolving anything again.
+$(STAMP): pyproject.toml requirements.lock
 	@test -n "$(PYTHON)" || { echo "error: Python 3.11 not found; install it or run make PYTHON=/path/to/python3.11"; exit 1; }
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info[:2] == (3, 11) else "error: DGL 2.1.0 wheels need Python 3.11; run make PYTHON=/path/to/python3.11")'
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade "pip>=23"
-	$(VENV)/bin/python -m pip install --quiet -e '.[dev]'
+	$(VENV)/bin/python -m pip install --quiet -r requirements.lock
+	$(VENV)/bin/python -m pip install --quiet --no-deps -e .
 	$(VENV)/bin/python -m gnnbook env
 	touch $(STAMP)
 
@@ -78,6 +81,12 @@ course: venv
 # The course website (build/site/index.html) from the executed notebooks of `make course`.
 site: venv
 	$(VENV)/bin/python -m gnnbook site --executed build/course --out build/site
+
+# Regenerate requirements.lock after changing a pin in pyproject.toml (pip-tools, from the dev extras; needs the
+# package index). Linux x86-64, Python 3.11: the platform the lock was resolved for.
+lock: venv
+	$(VENV)/bin/pip-compile --quiet --extra dev --strip-extras --allow-unsafe --no-emit-index-url \
+		--no-emit-find-links --output-file requirements.lock pyproject.toml
 
 env: venv
 	$(VENV)/bin/python -m gnnbook env

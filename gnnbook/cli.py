@@ -31,8 +31,8 @@ def _env(args: argparse.Namespace) -> int:
         print("\nThe environment does not match the course's pins:", file=sys.stderr)
         for problem in problems:
             print(f"  - {problem.message()}", file=sys.stderr)
-        print("Fix: recreate the environment with `make venv` (or `pip install -e '.[dev]'` in a fresh "
-              "Python 3.11 virtual environment).", file=sys.stderr)
+        print("Fix: recreate the environment with `make venv` (or `pip install -r requirements.lock` then "
+              "`pip install --no-deps -e .` in a fresh Python 3.11 virtual environment).", file=sys.stderr)
         return 1
     print("\nAll pins satisfied.")
     return 0
