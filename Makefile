@@ -19,6 +19,8 @@ export DGLBACKEND := pytorch
 # Teachers: `make autograde SUBMISSIONS=folder` (folder/<student>/<lab>.ipynb); the CSV goes to GRADES.
 SUBMISSIONS ?=
 GRADES ?= build/grades.csv
+# Submissions graded at a time (one kernel each): `make autograde SUBMISSIONS=handins JOBS=4` on 4 cores.
+JOBS ?= 1
 # `make course NOTEBOOKS="chapters/02_gnn_models.ipynb labs/lab02_message_passing.ipynb"` runs a few.
 NOTEBOOKS ?=
 
@@ -82,7 +84,7 @@ release: venv
 
 autograde: venv
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make autograde SUBMISSIONS=folder  (folder/<student>/<lab>.ipynb)"; exit 2; }
-	$(VENV)/bin/python -m gnnbook autograde "$(SUBMISSIONS)" --grades "$(GRADES)"
+	$(VENV)/bin/python -m gnnbook autograde "$(SUBMISSIONS)" --grades "$(GRADES)" --jobs $(JOBS)
 
 # Every notebook through papermill into build/course/, then one table of the course's claims.
 course: venv

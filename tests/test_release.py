@@ -94,9 +94,14 @@ def test_autograde_survives_loops_and_crashes_and_says_why(tmp_path):
     hand_in("crasher", "import os\nos._exit(3)", correct)                    # kills the kernel
     hand_in("typist", "def one():\n    return 1", "def add(a, b):\n    return 5")   # passes the visible test only
     grades = tmp_path / "grades.csv"
-    rows = autograde(tmp_path / "in", [lab], grades, cell_timeout_s=5)
+    # two workers (what `make autograde` does with --jobs 2): the rows come back in the submissions' order
+    rows = autograde(tmp_path / "in", [lab], grades, tmp_path / "executed", cell_timeout_s=5, jobs=2)
     assert rows == [dict(r, points=float(r["points"]), max_points=float(r["max_points"]))
                     for r in csv.DictReader(grades.open())]
+    assert [r["student"] for r in rows] == ["ann"] * 2 + ["crasher"] * 2 + ["looper"] * 2 + ["typist"] * 2
+    assert {p.name for p in (tmp_path / "executed").iterdir()} >= {"ann", "looper", "typist"}, "both workers' notebooks"
+    with pytest.raises(ReleaseError, match="jobs"):
+        autograde(tmp_path / "in", [lab], grades, jobs=0)
     got = {(r["student"], r["task"]): (r["points"], r["why"]) for r in rows}
     assert got[("ann", "task1")] == (1.0, "") and got[("ann", "task2")] == (1.0, "")
     assert got[("looper", "task1")][0] == 0 and "deadline" in got[("looper", "task1")][1]

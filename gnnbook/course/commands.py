@@ -38,7 +38,8 @@ def _autograde(args: argparse.Namespace) -> int:
     try:
         labs = [Path(p) for p in args.labs] or default_labs(REPO_ROOT)
         timeout = {} if args.cell_timeout is None else {"cell_timeout_s": args.cell_timeout}
-        rows = autograde(Path(args.submissions), labs, Path(args.grades), Path(args.autograded), **timeout)
+        rows = autograde(Path(args.submissions), labs, Path(args.grades), Path(args.autograded), jobs=args.jobs,
+                         **timeout)
     except ReleaseError as exc:
         raise UserError(str(exc)) from None
     print(grades_summary(rows))
@@ -78,6 +79,8 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="where the executed submissions are kept")
     p.add_argument("--cell-timeout", type=float, default=None,
                    help="seconds a cell may run before it is stopped and its check scores zero (default: 900)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="submissions graded at a time, one kernel each (default: 1; up to the number of cores)")
     p.set_defaults(func=_autograde)
     p = sub.add_parser("course", help="run every notebook with papermill and print the table of claims")
     p.add_argument("notebooks", nargs="*", help="notebooks to run (default: chapters/*.ipynb labs/*.ipynb)")

@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import csv
 import io
+import multiprocessing
 import os
 import re
 import shutil
@@ -42,6 +43,7 @@ import sys
 import tempfile
 import warnings
 from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import nbformat
@@ -161,30 +163,58 @@ def find_submissions(folder: Path, labs: list[Path]) -> list[tuple[str, Path]]:
     return found
 
 
-def autograde(submissions: Path, labs: list[Path], grades_csv: Path,
-              autograded: Path | None = None, cell_timeout_s: float = CELL_TIMEOUT_S) -> list[dict]:
+def autograde(submissions: Path, labs: list[Path], grades_csv: Path, autograded: Path | None = None,
+              cell_timeout_s: float = CELL_TIMEOUT_S, jobs: int = 1) -> list[dict]:
     """Grade every submitted lab with nbgrader and write one CSV row per student, lab and task.
 
     The check cells are restored from the teacher's lab before the notebook is
     executed; a check cell that raises, or runs past ``cell_timeout_s``, scores zero,
     and the row's ``why`` gives the first failed check of the task and the first line
-    of its error.  ``autograded`` keeps the executed notebooks.  Returns the rows.
+    of its error.  ``autograded`` keeps the executed notebooks.  ``jobs`` submissions
+    are graded at a time, each worker in a copy of the course (one kernel per
+    submission: a class grades about ``jobs`` times faster on as many cores).  Returns
+    the rows, in the order of the submissions.
     """
+    if jobs < 1:
+        raise ReleaseError(f"jobs must be at least 1, not {jobs}")
     pairs = find_submissions(Path(submissions), labs)
     by_name = {lab.name: lab for lab in labs}
-    rows: list[dict] = []
     with tempfile.TemporaryDirectory(prefix="gnnbook-autograde-") as tmp:
-        course = _Course(Path(tmp), cell_timeout_s)
+        course = _Course(Path(tmp) / "course", cell_timeout_s)
+        course.root.mkdir()
         for name in sorted({nb.name for _, nb in pairs}):
             course.generate(by_name[name])
-        for student, notebook in pairs:
-            rows += course.grade(student, notebook)
+        shares = [pairs[i::jobs] for i in range(min(jobs, len(pairs)))]
+        if len(shares) == 1:
+            graded = {(student, notebook): course.grade(student, notebook) for student, notebook in pairs}
+            roots = [course.root]
+        else:
+            roots = [Path(tmp) / f"worker{i}" for i in range(len(shares))]
+            for root in roots:              # the generated assignments and gradebook, once per worker
+                shutil.copytree(course.root, root)
+            context = multiprocessing.get_context("spawn")     # no fork of a process that holds kernels' sockets
+            with ProcessPoolExecutor(len(shares), mp_context=context) as pool:
+                results = pool.map(_grade_share, roots, [course.max_points] * len(shares),
+                                   [cell_timeout_s] * len(shares), shares)
+                graded = {pair: rows for share in results for pair, rows in share.items()}
+        rows = [row for pair in pairs for row in graded[pair]]
         if autograded is not None:
             if Path(autograded).exists():
                 shutil.rmtree(autograded)
-            shutil.copytree(course.root / "autograded", autograded)
+            Path(autograded).mkdir(parents=True)
+            for root in roots:
+                if (root / "autograded").exists():
+                    shutil.copytree(root / "autograded", autograded, dirs_exist_ok=True)
     _write_csv_atomic(Path(grades_csv), rows)
     return rows
+
+
+def _grade_share(root: Path, max_points: dict, cell_timeout_s: float,
+                 pairs: list[tuple[str, Path]]) -> dict[tuple[str, Path], list[dict]]:
+    """One worker of :func:`autograde`: grade ``pairs`` in the course copy at ``root``."""
+    course = _Course(root, cell_timeout_s)
+    course.max_points = max_points
+    return {(student, notebook): course.grade(student, notebook) for student, notebook in pairs}
 
 
 def grades_summary(rows: list[dict]) -> str:
