@@ -13,6 +13,7 @@ from gnnbook.training.train import (
     model_input,
     prepare_graph,
     roc_auc,
+    split_edges,
     summarize,
     train_node_classifier,
     train_over_seeds,
@@ -83,6 +84,27 @@ def test_roc_auc_known_values():
     assert roc_auc(np.array([0.1, 0.2, 0.8, 0.9]), np.array([0, 0, 1, 1])) == 1.0
     assert roc_auc(np.array([0.9, 0.8, 0.2, 0.1]), np.array([0, 0, 1, 1])) == 0.0
     assert roc_auc(np.array([0.5, 0.5]), np.array([0, 1])) == 0.5
+
+
+def test_split_edges_keeps_held_out_edges_out_of_the_training_graph(cora):
+    train_graph, pairs = split_edges(cora, seed=0)
+    n = cora.num_nodes()
+    src, dst = (t.numpy() for t in cora.edges())
+    edges = set((src * n + dst).tolist())
+    train_src, train_dst = (t.numpy() for t in train_graph.edges())
+    training = set((train_src * n + train_dst).tolist())
+    held = set()
+    for split, (u, v, negatives) in pairs.items():
+        pair_keys = set((u * n + v).tolist()) | set((v * n + u).tolist())
+        assert pair_keys <= edges and len(pair_keys) == 2 * len(u), split
+        assert not pair_keys & training, f"{split} edges leak into the training graph"
+        assert not held & pair_keys, "validation and test edges are disjoint"
+        held |= pair_keys
+        negative_keys = set((negatives[:, 0] * n + negatives[:, 1]).tolist())
+        assert len(negative_keys) == len(u) and not negative_keys & edges, f"{split} negatives are non-edges"
+    assert len(pairs["test"][0]) == int(0.1 * len(edges) / 2)
+    assert training | held == edges, "every edge is either trained on or held out, in both directions"
+    assert torch.equal(train_graph.ndata["feat"], cora.ndata["feat"])
 
 
 def test_vgae_link_prediction_beats_random(cora):
