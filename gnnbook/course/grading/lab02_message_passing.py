@@ -170,4 +170,5 @@ def train_gcn(model_cls: type, graph: dgl.DGLGraph, seed: int = 0, epochs: int =
         model.eval()
         with torch.no_grad():
             test_acc = accuracy(model(graph, feat)[masks["test"]], labels[masks["test"]])
-    return {"model": model, "test_acc": test_acc, "best_val": best.val_acc, "curve": curve, "seed": seed, "epochs": epochs}
+    return {"model": model, "test_acc": test_acc, "best_val": best.val_acc, "curve": curve, "seed": seed,
+            "epochs": epochs}
