@@ -1,8 +1,10 @@
 """All-reduce from send/recv (5.5.1): direct, binomial tree and ring sum exactly like gloo, on
-2, 3 and 4 real processes, and every byte their sockets carried is one of their own messages."""
+2, 3 and 4 real processes, and every byte their sockets carried is one of their own messages; message fusion:
+split all-reduces carry the fused payload plus gloo's headers per message."""
 import pytest
 
 from gnnbook.base.launch import run
+from gnnbook.comm import gloo_bytes
 from gnnbook.comm.algorithms import ALGORITHMS, _children, _parent, bytes_sent_formula
 
 SIZES = [1001, 30_000]   # not divisible by 3 or 4
@@ -32,9 +34,19 @@ def test_the_binomial_tree_spans_every_rank_once():
         assert all(_parent(child) == parent for parent, child in edges)
 
 
-def test_fusion_measures_every_split_and_rejects_unknown_algorithms():
+def test_fusion_splits_carry_the_fused_payload_plus_headers_per_message():
     out = run("gnnbook.comm.algorithms:fusion_seconds", 2, {"num_tensors": [1, 8], "total_floats": 800,
                                                                 "repeats": 3}, deadline_s=60)
-    assert out[0]["num_tensors"] == [1, 8] and len(out[0]["seconds"]) == 2 and min(out[0]["seconds"]) > 0
+    for rank, o in enumerate(out):
+        assert o["num_tensors"] == [1, 8] and len(o["seconds"]) == 2 and min(o["seconds"]) > 0
+        fused, split = gloo_bytes.all_reduce(800 * 4, 4, 2, rank), gloo_bytes.all_reduce(100 * 4, 4, 2, rank)
+        assert 8 * split.sent == fused.sent                             # the same payload either way
+        assert o["wire_sent"] == [fused.wire_sent, 8 * split.wire_sent]  # measured on the sockets
+        headers = gloo_bytes.PREAMBLE_BYTES * (2 * (8 * split.messages_sent - fused.messages_sent)
+                                               + 8 * split.messages_received - fused.messages_received)
+        assert o["wire_sent"][1] - o["wire_sent"][0] == headers > 0     # splitting adds headers, not payload
+
+
+def test_unknown_algorithms_are_refused():
     with pytest.raises(ValueError, match="unknown algorithm 'star'; choose one of direct, tree, ring"):
         bytes_sent_formula("star", 100, 2, 0)

@@ -26,6 +26,20 @@ def test_a_billion_edges_on_eight_machines_is_distributed():
     assert rec.needs["structure"] + rec.needs["features"] > 0.8 * 64e9  # one host cannot hold it
 
 
+def test_small_hosts_with_roomy_devices_use_distributed_full_graph():
+    # Cora's graph and features (15.6 MB) exceed one host's usable 8 MB, so neither one-machine method
+    # fits; on four machines both distributed methods fit, and exchanging 16-wide hidden rows of the
+    # halo moves far fewer bytes than fetching 1433-wide remote feature rows for every minibatch.
+    rec = choose(CORA, Hardware(machines=4, devices_per_machine=1, device_memory=8e9, host_memory=10e6))
+    by_method = {o["method"]: o for o in rec.options}
+    assert [m for m in METHODS if by_method[m]["fits"]] == ["distributed full-graph", "distributed minibatch"]
+    halo_rows = 0.5 * 2708 * 2 * 2                                   # halo_factor 1.5; 2 layers, forward + backward
+    assert by_method["distributed full-graph"]["link_bytes"] == halo_rows * 16 * 4
+    assert by_method["distributed full-graph"]["link_bytes"] < by_method["distributed minibatch"]["link_bytes"]
+    assert rec.method == "distributed full-graph" and "halo exchange" in rec.reason
+    assert rec.options[0]["method"] == rec.method
+
+
 def test_one_big_host_with_big_devices_uses_minibatch_with_caching():
     rec = choose(BIG, Hardware(machines=1, devices_per_machine=8, device_memory=80e9, host_memory=1e12))
     assert rec.method == "minibatch with caching"

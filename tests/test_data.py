@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from gnnbook.data import DATASETS, DatasetError, load_arrays, load_dataset, synthetic_arrays
+import gnnbook.data as data_module
 from gnnbook.data import files as data_files
 from gnnbook.data.safe_pickle import UnsafePickleError, restricted_loads
 
@@ -44,12 +45,25 @@ def test_planetoid_features_are_row_normalised():
 
 
 def test_conversion_cache_is_reused_and_equal(tmp_path, monkeypatch):
+    spec = DATASETS["cora"]
+    (tmp_path / spec.folder).mkdir()
+    for name, path in data_files.raw_files(spec, download=False).items():   # wherever they are found
+        shutil.copyfile(path, tmp_path / spec.folder / name)
     monkeypatch.setenv("GNNBOOK_DATA_DIR", str(tmp_path))
+    parser, parses = data_module._PARSERS[spec.format], []
+    monkeypatch.setitem(data_module._PARSERS, spec.format,
+                        lambda *args: parses.append(args[0]) or parser(*args))
     first = load_arrays("cora")
     cached = list((tmp_path / "processed").glob("cora-*.npz"))
-    assert len(cached) == 1
+    assert len(cached) == 1 and parses == ["cora"]
     second = load_arrays("cora")
+    assert parses == ["cora"], "the second load reads the cache, it does not parse the raw files again"
     assert np.array_equal(first.src, second.src) and np.array_equal(first.feat, second.feat)
+    cached[0].write_bytes(b"damaged")
+    third = load_arrays("cora")
+    assert parses == ["cora", "cora"], "a damaged cache is rebuilt from the raw files"
+    assert np.array_equal(first.dst, third.dst) and np.array_equal(load_arrays("cora").label, first.label)
+    assert len(parses) == 2
 
 
 def test_unknown_dataset_lists_known_names():

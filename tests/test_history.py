@@ -1,10 +1,11 @@
 """Historical embeddings (GNNAutoScale, 5.2.3): push/pull on a hand-made graph, exactness after a full
-refresh, staleness, bad input, seeds, and the distributed run's measured history bytes = formula."""
+refresh, staleness, bad input, seeds, and the distributed run's measured history bytes = the graph's boundary rows."""
 import dgl
 import pytest
 import torch
 
 from gnnbook.ch5_minibatch import history as H
+from gnnbook.data import load_dataset
 from gnnbook.models import build_model
 from gnnbook.base.launch import run
 from gnnbook.training.train import model_input
@@ -71,15 +72,34 @@ def test_with_an_exact_history_the_batch_forward_is_the_full_graph_forward(num_l
 def test_batch_rows_and_gradients_flow_only_through_the_batch():
     g = _tiny()
     model, setup, x = _model_and_setup(g)
-    batch = H.make_batch(setup, setup.clusters[0])
-    assert set(batch.halo.tolist()).isdisjoint(batch.nodes.tolist())
-    neighbours = set(setup.src[torch.isin(setup.dst, batch.nodes)].tolist())
-    assert set(batch.halo.tolist()) == neighbours - set(batch.nodes.tolist())
-    model.train()
+    first, second = (H.make_batch(setup, cluster) for cluster in setup.clusters)
+    for batch in (first, second):
+        assert set(batch.halo.tolist()).isdisjoint(batch.nodes.tolist())
+        neighbours = set(setup.src[torch.isin(setup.dst, batch.nodes)].tolist())
+        assert set(batch.halo.tolist()) == neighbours - set(batch.nodes.tolist())
     history = H.History(g.num_nodes(), 16, 1)
-    H.gcn_forward(model, batch, x, history).sum().backward()
-    assert torch.count_nonzero(history.tables[0][batch.nodes].abs().sum(1)) > 0   # pushed
-    assert torch.equal(history.tables[0][batch.halo], torch.zeros(len(batch.halo), 16))
+    H.gcn_forward(model, first, x, history)            # pushes the first cluster's rows; its graph stays alive
+    assert torch.count_nonzero(history.tables[0][first.nodes].abs().sum(1)) > 0   # pushed
+    assert torch.equal(history.tables[0][first.halo], torch.zeros(len(first.halo), 16))
+    model.zero_grad()
+    H.gcn_forward(model, second, x, history).pow(2).sum().backward()   # its halo: the first cluster's pushed rows
+    gas = [p.grad.clone() for p in model.parameters()]
+
+    def full_graph_gradients(halo_constant: bool) -> list[torch.Tensor]:
+        """DGL's forward over the whole graph, the loss on the second cluster; with ``halo_constant``, the
+        hidden rows outside the cluster enter the last layer as constants."""
+        inside = torch.zeros(setup.graph.num_nodes(), 1, dtype=torch.bool)
+        inside[second.nodes] = True
+        hook = model.layers[1].register_forward_pre_hook(
+            lambda _, args: (args[0], torch.where(inside, args[1], args[1].detach())) if halo_constant else None)
+        model.zero_grad()
+        model(setup.graph, x)[second.nodes].pow(2).sum().backward()
+        hook.remove()
+        return [p.grad.clone() for p in model.parameters()]
+
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(gas, full_graph_gradients(halo_constant=True)))
+    # the check can tell: letting gradients through the halo's rows gives other gradients
+    assert not all(torch.allclose(a, b, atol=1e-6) for a, b in zip(gas, full_graph_gradients(halo_constant=False)))
 
 
 def test_too_few_clusters_is_a_clear_error():
@@ -104,19 +124,29 @@ def test_training_repeats_with_a_seed_and_staleness_is_recorded():
     assert c.staleness == [] and c.steps_per_epoch == 2
 
 
-def test_distributed_history_bytes_are_the_formula():
+def test_distributed_history_bytes_are_the_boundary_rows_of_the_graph():
     out = run("gnnbook.ch5_minibatch.history:distributed", 2,
               {"dataset": "cora", "num_parts": 8, "clusters_per_batch": 2, "epochs": 3, "patience": 3},
               deadline_s=240)
     assert [o["rank"] for o in out] == [0, 1]
     assert out[0]["weights_checksum"] == pytest.approx(out[1]["weights_checksum"], rel=1e-6)   # one model
     assert out[0]["test_acc"] == out[1]["test_acc"]
-    assert out[0]["sent_rows"] == out[1]["received_rows"] > 0 and out[1]["sent_rows"] == out[0]["received_rows"] > 0
+    # the boundary from the graph itself: cluster c is rank c % 2's; rank r pulls, once per epoch, every
+    # node of the other rank with an edge into one of its own nodes
+    cora = load_dataset("cora")
+    owner = torch.empty(cora.num_nodes(), dtype=torch.long)
+    for c, nodes in enumerate(H.metis_clusters(cora, 8, seed=0)):
+        owner[nodes] = c % 2
+    src, dst = cora.edges()
+    pulled_by = [len(torch.unique(src[(owner[dst] == r) & (owner[src] != r)])) for r in (0, 1)]
     for o in out:
-        formula = o["epochs_run"] * o["sent_rows"] * o["hidden"] * 4 * o["num_tables"]
-        assert o["history_bytes_formula"] == formula
+        assert (o["hidden"], o["num_tables"]) == (16, 1)              # GCN's 16 hidden units, one table
+        rows_sent = pulled_by[1 - o["rank"]]
+        assert o["sent_rows"] == rows_sent > 0 and o["received_rows"] == pulled_by[o["rank"]] > 0
+        expected = o["epochs_run"] * rows_sent * 16 * 4                # float32 rows, every epoch
+        assert o["history_bytes_formula"] == expected
         ops = o["summary"]["by_op"]["all_to_all"]
-        assert ops["payload_sent"] == formula                          # what the all-to-all carried
+        assert ops["payload_sent"] == expected                         # what the all-to-all carried
         assert o["history_wire"][0] == ops["expected_sent"]            # measured = payload + gloo headers
 
 

@@ -8,6 +8,7 @@ import math
 import dgl
 import pytest
 import torch
+import torch.nn.functional as F
 
 from gnnbook.data import load_dataset
 from gnnbook.training.minibatch import (
@@ -23,7 +24,7 @@ from gnnbook.training.minibatch import (
 from gnnbook.base.memory import release_free_memory
 from gnnbook.models import build_model
 from gnnbook.base.seeding import set_seed
-from gnnbook.training.train import TrainResult, prepare_graph, train_node_classifier
+from gnnbook.training.train import TrainResult, model_input, prepare_graph, train_node_classifier
 
 
 @pytest.fixture(scope="module")
@@ -85,16 +86,40 @@ def test_minibatch_peak_memory_stays_flat_as_the_graph_grows():
 
 @pytest.mark.parametrize("name", ["gcn", "gat", "sage"])
 def test_every_model_trains_one_step_on_blocks(cora, name):
+    """One step's loss is the seeds' cross-entropy on the blocks, and it reads only the input nodes'
+    features and the seeds' labels: changing every other row changes neither the loss nor the step."""
     set_seed(0)
     g = prepare_graph(cora)
-    model = build_model(name, g.ndata["feat"].shape[1], 7)
-    optimizer = torch.optim.Adam(model.parameters(), lr=0.01)
+    feat, labels = g.ndata["feat"], g.ndata["label"]
+    model = build_model(name, feat.shape[1], 7)
     seeds = g.ndata["train_mask"].nonzero().squeeze(1)
     input_nodes, output_nodes, blocks = next(iter(neighbor_loader(g, seeds, [4, 4], 16)))
-    before = [p.detach().clone() for p in model.parameters()]
-    loss = minibatch_step(model, optimizer, g.ndata["feat"], g.ndata["label"], input_nodes, output_nodes, blocks)
-    assert math.isfinite(loss) and len(output_nodes) == 16 and len(input_nodes) > 16
-    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    assert len(output_nodes) == 16 and len(input_nodes) > 16
+    others = torch.ones(g.num_nodes(), dtype=torch.bool)
+    others[input_nodes] = False
+    noisy_feat = feat.clone()
+    noisy_feat[others] = torch.rand(int(others.sum()), feat.shape[1])
+    other_labels = labels.clone()
+    not_seeds = torch.ones(g.num_nodes(), dtype=torch.bool)
+    not_seeds[output_nodes] = False
+    other_labels[not_seeds] = (labels[not_seeds] + 1) % 7
+
+    def step(x, y):
+        copy = build_model(name, feat.shape[1], 7)
+        copy.load_state_dict(model.state_dict())
+        torch.manual_seed(1)                        # the same dropout masks in every step
+        loss = minibatch_step(copy, torch.optim.Adam(copy.parameters(), lr=0.01), x, y, input_nodes, output_nodes,
+                              blocks)
+        return loss, [p.detach() for p in copy.parameters()]
+
+    loss, after = step(feat, labels)
+    model.train()
+    torch.manual_seed(1)
+    expected = F.cross_entropy(model(blocks, model_input(model, feat[input_nodes])), labels[output_nodes])
+    assert loss == pytest.approx(float(expected), rel=1e-6)
+    assert any(not torch.equal(a, b) for a, b in zip(after, model.parameters())), "the step moved the weights"
+    noisy_loss, noisy_after = step(noisy_feat, other_labels)
+    assert noisy_loss == loss and all(torch.equal(a, b) for a, b in zip(after, noisy_after))
 
 
 def test_fanouts_must_match_layers(cora):
@@ -125,6 +150,11 @@ def test_feature_fetch_counts_random_split_is_half_remote(cora):
         feature_fetch_counts(cora, owner[:10], [10, 10], 32)
 
 
-def test_gradient_bytes_counts_float32_parameters():
-    model = build_model("sage", 100, 5, hidden=8)
-    assert gradient_bytes(model) == 4 * sum(p.numel() for p in model.parameters())
+def test_gradient_bytes_are_the_bytes_of_the_gradients_backward_makes(cora):
+    g = prepare_graph(cora)
+    for dtype in (torch.float32, torch.float64):
+        model = build_model("sage", g.ndata["feat"].shape[1], 7, hidden=8).to(dtype)
+        model.layers[0].fc_self.weight.requires_grad_(False)     # frozen: no gradient to send
+        model(g, g.ndata["feat"].to(dtype)).sum().backward()
+        measured = sum(p.grad.nbytes for p in model.parameters() if p.grad is not None)
+        assert gradient_bytes(model) == measured

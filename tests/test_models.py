@@ -1,4 +1,5 @@
-"""gnnbook.models: shapes on graphs and blocks, sparse == dense, GCN == DGL's GraphConv."""
+"""gnnbook.models: every parameter used, blocks == full graph, GCN on blocks by a dense formula, sparse == dense,
+GCN == DGL's GraphConv, GAT == DGL's GATConv."""
 import dgl
 import dgl.nn as dglnn
 import pytest
@@ -15,12 +16,13 @@ def graph():
 
 
 @pytest.mark.parametrize("name", list(MODEL_DEFAULTS))
-def test_full_graph_forward_shape(graph, name):
+def test_every_parameter_is_used_and_gets_a_gradient(graph, name):
     model = build_model(name, 16, 4).eval()
     out = model(graph, graph.ndata["feat"])
     assert out.shape == (graph.num_nodes(), 4)
-    out.sum().backward()
-    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+    out.pow(2).sum().backward()
+    unused = [n for n, p in model.named_parameters() if p.requires_grad and (p.grad is None or not p.grad.any())]
+    assert not unused, f"parameters outside the forward pass: {unused}"
 
 
 @pytest.mark.parametrize("name", ["gat", "sage", "gin"])
@@ -38,10 +40,21 @@ def test_blocks_forward_matches_output_nodes(graph, name):
 def test_gcn_on_blocks_normalises_by_block_degrees(graph):
     """GraphConv's symmetric norm uses the degrees inside each block, so GCN on
     sampled blocks is not full-graph GCN even with every neighbour sampled."""
+    torch.manual_seed(0)
     model = build_model("gcn", 16, 4).eval()
     sampler = dgl.dataloading.MultiLayerFullNeighborSampler(2)
     input_nodes, output_nodes, blocks = sampler.sample_blocks(graph, torch.arange(10))
-    assert model(blocks, graph.ndata["feat"][input_nodes]).shape == (10, 4)
+    out = model(blocks, graph.ndata["feat"][input_nodes])
+    h = graph.ndata["feat"][input_nodes] @ model.input.weight
+    for i, (block, layer) in enumerate(zip(blocks, model.layers)):   # dense: D_dst^-1/2 A D_src^-1/2 h W + b
+        src, dst = block.edges()
+        adj = torch.zeros(block.num_dst_nodes(), block.num_src_nodes())
+        adj.index_put_((dst, src), torch.ones(len(src)), accumulate=True)
+        adj = adj / adj.sum(1, keepdim=True).clamp(min=1).sqrt() / adj.sum(0, keepdim=True).clamp(min=1).sqrt()
+        h = adj @ (h if layer.weight is None else h @ layer.weight) + layer.bias
+        h = torch.relu(h) if i == 0 else h
+    assert torch.allclose(out, h, atol=1e-5), "block degrees"
+    assert not torch.allclose(out, model(graph, graph.ndata["feat"])[output_nodes], atol=1e-3), "not full-graph GCN"
 
 
 def test_ggnn_refuses_blocks(graph):
@@ -61,6 +74,22 @@ def test_gcn_equals_dgl_graphconv(graph):
         ref2.bias.copy_(ours.layers[1].bias)
     x = graph.ndata["feat"]
     expected = ref2(graph, torch.relu(ref1(graph, x)))
+    assert torch.allclose(ours(graph, x), expected, atol=1e-5)
+
+
+def test_gat_equals_dgl_gatconv(graph):
+    """Our GAT (its first projection an InputLinear) is DGL's two GATConv layers: heads concatenated
+    after ELU, then one head averaged."""
+    torch.manual_seed(0)
+    ours = build_model("gat", 16, 4).eval()
+    ref1, ref2 = dglnn.GATConv(16, 8, 8), dglnn.GATConv(64, 4, 1)
+    with torch.no_grad():
+        ref1.fc.weight.copy_(ours.input.weight.T)
+        for name in ("attn_l", "attn_r", "bias"):
+            getattr(ref1, name).copy_(getattr(ours.layers[0], name))
+        ref2.load_state_dict(ours.layers[1].state_dict())
+    x = graph.ndata["feat"]
+    expected = ref2(graph, torch.nn.functional.elu(ref1(graph, x).flatten(1))).mean(1)
     assert torch.allclose(ours(graph, x), expected, atol=1e-5)
 
 

@@ -114,9 +114,19 @@ def test_fit_ranker_learns_and_keeps_the_best_validation_epoch(ratings):
     run = fit_ranker(MatrixFactorisation(split, 16), split, epochs=4, batch_size=8192, lr=0.02, l2=1e-2, eval_every=2)
     assert run["loss"][-1] < run["loss"][0] < 0.7
     assert run["best_epoch"] in (2, 4)
+    assert run["val"]["recall"] == max(recall for _, recall in run["val_recall"])
     assert run["test"]["recall"] > 0.05  # random ranking: about 20 / 9066 of the held-out items
     with pytest.raises(ValueError, match="epochs"):
         fit_ranker(MatrixFactorisation(split, 4), split, epochs=0)
+
+
+def test_fit_ranker_restores_the_best_epoch_when_later_epochs_are_worse(ratings):
+    split = split_interactions(ratings, seed=0)
+    torch.manual_seed(0)
+    run = fit_ranker(MatrixFactorisation(split, 16), split, epochs=4, batch_size=8192, lr=0.1, l2=0.0)
+    recall = dict(run["val_recall"])
+    assert run["best_epoch"] == 2 and recall[4] < recall[3] < recall[2]   # no l2 at lr 0.1: it overfits
+    assert run["val"]["recall"] == recall[2], "the weights scored at the end are the best epoch's, not the last"
 
 
 def test_pinsage_neighbours_are_co_rated_items_sorted_by_visits(ratings):

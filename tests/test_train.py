@@ -6,11 +6,14 @@ import torch
 from gnnbook.data import load_dataset
 from gnnbook.base.memory import PeakMemory
 from gnnbook.training.train import (
+    BestEpoch,
     accuracy,
+    epoch_metrics,
     fit_node_classifier,
     model_input,
     prepare_graph,
     roc_auc,
+    split_edges,
     summarize,
     train_node_classifier,
     train_over_seeds,
@@ -37,15 +40,36 @@ def test_early_stopping_stops_after_patience(cora):
     assert r.epochs_run < 400 and r.epochs_run - 1 - r.best_epoch == 5
 
 
-def test_fit_returns_the_model_of_the_best_epoch(cora):
-    model, result = fit_node_classifier(cora, "gat", seed=0, epochs=20, progress=False)
+def test_best_epoch_picks_accuracy_then_loss_and_keeps_a_copy_of_those_weights():
+    model = torch.nn.Linear(1, 1, bias=False)
+    best = BestEpoch(patience=2)
+    # epoch 2 ties epoch 1's accuracy at a lower loss; epoch 4 ties epoch 2 exactly (the earlier one stays)
+    curve = [(0.5, 1.0), (0.7, 0.9), (0.7, 0.8), (0.6, 0.5), (0.7, 0.8)]
+    stops = []
+    for epoch, (val_acc, val_loss) in enumerate(curve):
+        with torch.no_grad():
+            model.weight.fill_(epoch)                       # in place, as an optimiser's step is
+        stops.append(best.update(model, epoch, val_acc, val_loss))
+    assert (best.epoch, best.val_acc, best.val_loss) == (2, 0.7, 0.8)
+    assert stops == [False, False, False, False, True]  # two epochs without improvement
+    assert float(best.state["weight"]) == 2.0, "the state is epoch 2's weights, not a view of the live ones"
+
+
+def test_fit_returns_the_model_of_the_best_epoch_not_the_last(cora):
+    model, result = fit_node_classifier(cora, "gcn", seed=0, epochs=400, patience=5, progress=False)
     assert not model.training, "the returned model is in eval mode"
-    assert result.test_acc == train_node_classifier(cora, "gat", seed=0, epochs=20, progress=False).test_acc
+    assert result.test_acc == train_node_classifier(cora, "gcn", seed=0, epochs=400, patience=5,
+                                                    progress=False).test_acc
+    best, last = result.history[result.best_epoch], result.history[-1]
+    assert (last["val_acc"], -last["val_loss"]) < (best["val_acc"], -best["val_loss"]), "restoring must matter"
     g = prepare_graph(cora)
-    test = g.ndata["test_mask"]
+    masks = {split: g.ndata[f"{split}_mask"] for split in ("train", "val", "test")}
     with torch.no_grad():
         logits = model(g, model_input(model, g.ndata["feat"]))
-    assert accuracy(logits[test], g.ndata["label"][test]) == result.test_acc, "the model is the one that was scored"
+    assert epoch_metrics(logits, g.ndata["label"], masks) == pytest.approx(
+        {k: best[k] for k in ("val_loss", "val_acc", "train_acc")}, abs=1e-6), "the best epoch's weights"
+    assert accuracy(logits[masks["test"]], g.ndata["label"][masks["test"]]) == result.test_acc, \
+        "the model is the one that was scored"
 
 
 def test_summary_over_seeds(cora):
@@ -60,6 +84,27 @@ def test_roc_auc_known_values():
     assert roc_auc(np.array([0.1, 0.2, 0.8, 0.9]), np.array([0, 0, 1, 1])) == 1.0
     assert roc_auc(np.array([0.9, 0.8, 0.2, 0.1]), np.array([0, 0, 1, 1])) == 0.0
     assert roc_auc(np.array([0.5, 0.5]), np.array([0, 1])) == 0.5
+
+
+def test_split_edges_keeps_held_out_edges_out_of_the_training_graph(cora):
+    train_graph, pairs = split_edges(cora, seed=0)
+    n = cora.num_nodes()
+    src, dst = (t.numpy() for t in cora.edges())
+    edges = set((src * n + dst).tolist())
+    train_src, train_dst = (t.numpy() for t in train_graph.edges())
+    training = set((train_src * n + train_dst).tolist())
+    held = set()
+    for split, (u, v, negatives) in pairs.items():
+        pair_keys = set((u * n + v).tolist()) | set((v * n + u).tolist())
+        assert pair_keys <= edges and len(pair_keys) == 2 * len(u), split
+        assert not pair_keys & training, f"{split} edges leak into the training graph"
+        assert not held & pair_keys, "validation and test edges are disjoint"
+        held |= pair_keys
+        negative_keys = set((negatives[:, 0] * n + negatives[:, 1]).tolist())
+        assert len(negative_keys) == len(u) and not negative_keys & edges, f"{split} negatives are non-edges"
+    assert len(pairs["test"][0]) == int(0.1 * len(edges) / 2)
+    assert training | held == edges, "every edge is either trained on or held out, in both directions"
+    assert torch.equal(train_graph.ndata["feat"], cora.ndata["feat"])
 
 
 def test_vgae_link_prediction_beats_random(cora):

@@ -24,7 +24,6 @@ Example:
 """
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass
 
@@ -32,6 +31,7 @@ import torch
 from torch import nn
 
 from ..data.movielens import Ratings
+from ..training.train import BestEpoch
 
 
 @dataclass(frozen=True)
@@ -227,7 +227,7 @@ def fit_ranker(model: nn.Module, split: InteractionSplit, epochs: int = 20, batc
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     seen_train, seen_known = split.seen("train"), split.seen("train", "val")
     history: dict = {"loss": [], "val_recall": [], "best_epoch": -1}
-    best, best_state = -1.0, None
+    best = BestEpoch(patience=epochs)  # selection only: every epoch runs
     for epoch in range(epochs):
         model.train()
         order = torch.randperm(split.train.shape[1], generator=generator)
@@ -250,9 +250,9 @@ def fit_ranker(model: nn.Module, split: InteractionSplit, epochs: int = 20, batc
             with torch.no_grad():
                 recall = rank_metrics(*model.embeddings(), split.val, seen_train, k)["recall"]
             history["val_recall"].append((epoch + 1, recall))
-            if recall > best:
-                best, best_state, history["best_epoch"] = recall, copy.deepcopy(model.state_dict()), epoch + 1
-    model.load_state_dict(best_state)
+            best.update(model, epoch + 1, recall)
+    history["best_epoch"] = best.epoch
+    model.load_state_dict(best.state)
     model.eval()
     with torch.no_grad():
         user_emb, item_emb = model.embeddings()

@@ -106,12 +106,6 @@ def tcp_connections(exclude: Iterable[Address] = ()) -> dict[int, Connection]:
     return found
 
 
-def tcp_socket_counters(exclude: Iterable[Address] = ()) -> dict[int, tuple[int, int]]:
-    """``{socket inode: (bytes_sent, bytes_received)}`` for every TCP socket
-    this process has open now (see :func:`tcp_connections`)."""
-    return {inode: (c.sent, c.received) for inode, c in tcp_connections(exclude).items()}
-
-
 def difference(now: dict[int, Connection], start: dict[int, Connection]) -> tuple[int, int]:
     """(sent, received) between two snapshots; sockets opened in between count from zero."""
     sent = sum(c.sent - (start[i].sent if i in start else 0) for i, c in now.items())

@@ -133,8 +133,13 @@ def fusion_seconds(num_tensors: Sequence[int] = (1, 10, 100), total_floats: int 
                    repeats: int = 7) -> dict[str, Any]:
     """Run in each rank: all-reduce ``total_floats`` floats split into ``k`` equal
     tensors, one collective each, for each ``k``; the median seconds over ``repeats``.
-    ``k = 1`` is the fused message.  Same bytes, ``k`` start-up latencies."""
-    seconds = []
+    ``k = 1`` is the fused message.  Same bytes, ``k`` start-up latencies.  ``wire_sent``:
+    the bytes this rank put on the sockets for one more, untimed, round of each ``k``
+    (the same payload for every ``k``; gloo's headers grow with the messages)."""
+    from .collectives import Comm
+
+    comm = Comm()
+    seconds, wire_sent = [], []
     for k in num_tensors:
         pieces = [torch.ones(total_floats // k) for _ in range(k)]
         runs = []
@@ -145,4 +150,8 @@ def fusion_seconds(num_tensors: Sequence[int] = (1, 10, 100), total_floats: int 
                 dist.all_reduce(piece)
             runs.append(time.perf_counter() - t0)
         seconds.append(sorted(runs)[len(runs) // 2])
-    return {"num_tensors": list(num_tensors), "floats": total_floats, "seconds": seconds}
+        with comm.window(f"{k} tensors"):
+            for piece in pieces:
+                dist.all_reduce(piece)
+        wire_sent.append(comm.windows[f"{k} tensors"][0])
+    return {"num_tensors": list(num_tensors), "floats": total_floats, "seconds": seconds, "wire_sent": wire_sent}

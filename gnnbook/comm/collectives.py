@@ -295,11 +295,6 @@ def wire_vs_formula(summary: dict[str, Any], direction: str = "sent") -> dict[st
             "agrees": abs(measured - formula - headers) <= rounding}
 
 
-def total_bytes(summaries: list[dict[str, Any]], key: str = "sent") -> float:
-    """Sum a per-rank field over ranks (``summaries`` from :meth:`Comm.summary`)."""
-    return float(sum(s[key] for s in summaries))
-
-
 # ----- a cost model of links (a MODEL: nominal unidirectional bandwidths and latencies) -----
 
 LINKS: dict[str, dict[str, float]] = {

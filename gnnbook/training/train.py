@@ -91,13 +91,24 @@ def epoch_metrics(logits: torch.Tensor, labels: torch.Tensor, masks: dict[str, t
 class BestEpoch:
     """Model selection on validation accuracy (ties: lower validation loss) with
     early stopping: :meth:`update` says stop after ``patience`` epochs without
-    improvement; ``state`` holds the best epoch's weights."""
+    improvement; ``state`` holds a copy of the best epoch's weights, to load
+    back when training ends.  Without a loss (``val_loss`` left at 0), ties
+    keep the earlier epoch; ``val_acc`` may be any score where higher is better
+    (the recommender's recall@k).
+
+    Example:
+        >>> model, best = torch.nn.Linear(1, 1), BestEpoch(patience=2)
+        >>> [best.update(model, epoch, acc) for epoch, acc in enumerate([0.5, 0.7, 0.6, 0.7])]
+        [False, False, False, True]
+        >>> best.epoch, best.val_acc
+        (1, 0.7)
+    """
 
     def __init__(self, patience: int):
         self.patience = patience
         self.val_acc, self.val_loss, self.epoch, self.state = -1.0, float("inf"), 0, None
 
-    def update(self, model: torch.nn.Module, epoch: int, val_acc: float, val_loss: float) -> bool:
+    def update(self, model: torch.nn.Module, epoch: int, val_acc: float, val_loss: float = 0.0) -> bool:
         if (val_acc, -val_loss) > (self.val_acc, -self.val_loss):
             self.val_acc, self.val_loss, self.epoch = val_acc, val_loss, epoch
             self.state = copy.deepcopy(model.state_dict())

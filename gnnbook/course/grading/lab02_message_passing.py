@@ -32,7 +32,7 @@ import torch.nn.functional as F
 
 from ...base.seeding import set_seed
 from ...data import load_dataset
-from ...training.train import accuracy, prepare_graph
+from ...training.train import BestEpoch, accuracy, prepare_graph
 from ..labcheck import LAB_REFERENCES, reference_forbidden
 
 __all__ = ["HINT", "compare_gcn_architecture", "compare_with_graphconv", "cora_graph", "directed_graph", "gcn_layers",
@@ -150,11 +150,11 @@ def train_gcn(model_cls: type, graph: dgl.DGLGraph, seed: int = 0, epochs: int =
     feat, labels = graph.ndata["feat"], graph.ndata["label"]
     masks = {split: graph.ndata[f"{split}_mask"] for split in ("train", "val", "test")}
     set_seed(seed)
-    best_val, best_state, curve = -1.0, None, []
+    best, curve = BestEpoch(patience=epochs), []  # selection only: every epoch runs
     with _student():
         model = model_cls(feat.shape[1], hidden, int(labels.max()) + 1)
         optimizer = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
-        for _ in range(epochs):
+        for epoch in range(epochs):
             model.train()
             loss = F.cross_entropy(model(graph, feat)[masks["train"]], labels[masks["train"]])
             optimizer.zero_grad()
@@ -165,10 +165,10 @@ def train_gcn(model_cls: type, graph: dgl.DGLGraph, seed: int = 0, epochs: int =
                 logits = model(graph, feat)
             val_acc = accuracy(logits[masks["val"]], labels[masks["val"]])
             curve.append((float(loss), val_acc))
-            if val_acc > best_val:
-                best_val, best_state = val_acc, {k: v.clone() for k, v in model.state_dict().items()}
-        model.load_state_dict(best_state)
+            best.update(model, epoch, val_acc)
+        model.load_state_dict(best.state)
         model.eval()
         with torch.no_grad():
             test_acc = accuracy(model(graph, feat)[masks["test"]], labels[masks["test"]])
-    return {"model": model, "test_acc": test_acc, "best_val": best_val, "curve": curve, "seed": seed, "epochs": epochs}
+    return {"model": model, "test_acc": test_acc, "best_val": best.val_acc, "curve": curve, "seed": seed,
+            "epochs": epochs}
