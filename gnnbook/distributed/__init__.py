@@ -62,7 +62,8 @@ _EXPORTS = {
     "plan_job": "launcher", "render": "launcher", "run_job": "launcher", "Job": "launcher",
     "JobFailed": "launcher", "LaunchError": "launcher", "read_host_file": "launcher",
     "TrainConfig": "config", "train_standalone": "trainer", "load_checkpoint": "trainer",
-    "train_single_process": "baseline", "whole_graph": "baseline",
+    "train_single_process": "baseline", "train_single_process_seeds": "baseline",
+    "whole_graph": "baseline",
     "LocalCluster": "cluster", "Cluster": "cluster", "EmulatedHosts": "netns", "netns_available": "netns",
 }
 __all__ = sorted(_EXPORTS)

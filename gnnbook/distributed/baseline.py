@@ -18,6 +18,7 @@ Example:
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +79,21 @@ def train_single_process(part_config: str | Path | OpenedPartition | dgl.DGLGrap
             return _train(part_config, config, num_trainers)
     finally:
         torch.set_num_threads(previous)
+
+
+def train_single_process_seeds(part_config: str | Path | OpenedPartition, config: TrainConfig, seeds: int,
+                               num_trainers: int = 1) -> list[dict[str, Any]]:
+    """:func:`train_single_process` with seeds ``config.seed`` .. ``config.seed + seeds - 1``,
+    all on one whole graph, built once (training leaves the graph as it was).
+
+    Example:
+        >>> runs = train_single_process_seeds("cora.json", TrainConfig(epochs=20), 5, num_trainers=2)  # doctest: +SKIP
+        >>> len(runs)                                                                                   # doctest: +SKIP
+        5
+    """
+    graph = whole_graph(part_config)
+    return [train_single_process(graph, replace(config, seed=config.seed + k), num_trainers=num_trainers)
+            for k in range(seeds)]
 
 
 def _train(part_config: str | Path | OpenedPartition | dgl.DGLGraph, config: TrainConfig,

@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
@@ -104,7 +103,7 @@ BASELINE_SEEDS = 5  # ~1 s each on Cora; seed-to-seed spread is ~0.5 point
 
 
 def _dist_train(args: argparse.Namespace) -> int:
-    from .baseline import train_single_process, whole_graph
+    from .baseline import train_single_process_seeds
     from .emulation import job_segments
     from .partition_files import open_cached_partition, open_partition
 
@@ -130,9 +129,7 @@ def _dist_train(args: argparse.Namespace) -> int:
         # The same seed, plus four more: with Cora's 140 training nodes one run's
         # test accuracy moves by about a point with the seed, so the gap is taken
         # against the mean of BASELINE_SEEDS single-process runs.
-        graph = whole_graph(partition)  # built once for all seeds
-        runs = [train_single_process(graph, replace(config, seed=config.seed + k), num_trainers=result["world_size"])
-                for k in range(BASELINE_SEEDS)]
+        runs = train_single_process_seeds(partition, config, BASELINE_SEEDS, num_trainers=result["world_size"])
         single = {k: v for k, v in runs[0].items() if k != "history"}
         single["test_acc_per_seed"] = [r["test_acc"] for r in runs]
         single["test_acc_mean"] = sum(single["test_acc_per_seed"]) / len(runs)
