@@ -305,7 +305,8 @@ class OpenedPartition:
     ``config`` is the parsed JSON (read-only view); ``config_digest`` the SHA-256 of
     its bytes (the checkpoint identity).  ``node_data_names`` (part 0's, without
     the node-type prefix) and ``train_nodes`` (over all parts) are read from the
-    node-data files when opened with ``node_data=True``, else ``None``.
+    node-data files when opened with ``node_data=True``, else ``None``; ``verified``
+    says whether the files were checked (``verify=True``).
 
     Example:
         >>> opened = open_partition("cora-2/cora.json")          # doctest: +SKIP
@@ -318,6 +319,7 @@ class OpenedPartition:
     num_parts: int
     config_digest: str
     config: Mapping[str, Any] = field(repr=False, compare=False)
+    verified: bool = False
     node_data_names: tuple[str, ...] | None = None
     train_nodes: int | None = None
 
@@ -333,14 +335,14 @@ def open_partition(part_config: str | Path | OpenedPartition, verify: bool = Tru
     headers for others, see the module docstring); with ``node_data`` also read
     every part's node-data file once (names and training nodes).  Every check of a
     partition happens here; an :class:`OpenedPartition` passed in is returned as it
-    is (unless it lacks the node data asked for).
+    is (unless it lacks the checks or the node data asked for).
 
     Example:
         >>> open_partition("cora-2/cora.json").num_parts  # doctest: +SKIP
         2
     """
     if isinstance(part_config, OpenedPartition):
-        if part_config.node_data_names is not None or not node_data:
+        if (part_config.verified or not verify) and (part_config.node_data_names is not None or not node_data):
             return part_config
         part_config = part_config.config_path
     path = Path(part_config)
@@ -374,7 +376,7 @@ def open_partition(part_config: str | Path | OpenedPartition, verify: bool = Tru
     if verify:
         _verify_files(path, config)
     opened = OpenedPartition(path, name, int(config["num_parts"]), hashlib.sha256(raw).hexdigest(),
-                             MappingProxyType(config))
+                             MappingProxyType(config), verified=verify)
     return _with_node_data(opened) if node_data else opened
 
 
