@@ -58,10 +58,12 @@ from typing import Any
 _EXPORTS = {
     "partition_dataset": "partition_files", "partition_graph": "partition_files", "cached_partition": "partition_files",
     "load_partition": "partition_files", "PartitionReport": "partition_files", "PartitionError": "partition_files",
+    "open_partition": "partition_files", "open_cached_partition": "partition_files", "OpenedPartition": "partition_files",
     "plan_job": "launcher", "render": "launcher", "run_job": "launcher", "Job": "launcher",
     "JobFailed": "launcher", "LaunchError": "launcher", "read_host_file": "launcher",
     "TrainConfig": "config", "train_standalone": "trainer", "load_checkpoint": "trainer",
-    "train_single_process": "baseline", "whole_graph": "baseline",
+    "train_single_process": "baseline", "train_single_process_seeds": "baseline",
+    "whole_graph": "baseline",
     "LocalCluster": "cluster", "Cluster": "cluster", "EmulatedHosts": "netns", "netns_available": "netns",
 }
 __all__ = sorted(_EXPORTS)

@@ -17,30 +17,38 @@ Example:
 """
 from __future__ import annotations
 
-import contextlib
-import io
-import json
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import dgl
 import torch
 import torch.nn.functional as F
+from dgl.data.utils import load_tensors
 
 from ..base.seeding import sampling_on_one_thread, set_seed
 from ..training.train import accuracy
 from .config import TrainConfig, make_model, node_data_keys
+from .partition_files import OpenedPartition, open_partition
 
 
-def whole_graph(part_config: str | Path) -> dgl.DGLGraph:
+def whole_graph(part_config: str | Path | OpenedPartition) -> dgl.DGLGraph:
     """The graph all partitions of ``part_config`` hold together (in the
-    partitioned node order), with every node feature DGL stored."""
-    meta = json.loads(Path(part_config).read_text())
+    partitioned node order), with every node feature DGL stored.  Each part's
+    graph and node-data files are read directly (the config is opened once,
+    by :func:`~gnnbook.distributed.partition_files.open_partition`, without
+    checking the files' digests, as DGL's own loader does not).
+
+    Example:
+        >>> whole_graph("cora-2/cora.json").num_nodes()  # doctest: +SKIP
+        2708
+    """
+    partition = open_partition(part_config, verify=False, node_data=False)
     src, dst, feats = [], [], {}
-    for i in range(int(meta["num_parts"])):
-        with contextlib.redirect_stdout(io.StringIO()):
-            g, node_feats, *_ = dgl.distributed.load_partition(str(part_config), i)
+    for i in range(partition.num_parts):
+        g = dgl.load_graphs(str(partition.part_file(i, "part_graph")))[0][0]
+        node_feats = load_tensors(str(partition.part_file(i, "node_feats")))
         nid = g.ndata[dgl.NID]
         u, v = g.edges()
         inner = g.edata["inner_edge"].bool()
@@ -55,9 +63,10 @@ def whole_graph(part_config: str | Path) -> dgl.DGLGraph:
     return graph
 
 
-def train_single_process(part_config: str | Path, config: TrainConfig, num_trainers: int = 1,
-                         threads: int | None = 1) -> dict[str, Any]:
-    """Train in this process with global batch ``config.batch_size * num_trainers``
+def train_single_process(part_config: str | Path | OpenedPartition | dgl.DGLGraph, config: TrainConfig,
+                         num_trainers: int = 1, threads: int | None = 1) -> dict[str, Any]:
+    """Train in this process on the whole graph of ``part_config`` (or on a graph
+    :func:`whole_graph` built, so that several seeds share one) with global batch ``config.batch_size * num_trainers``
     (pass the job's total trainer count, so both take the same steps per epoch);
     return accuracy and time per epoch.  ``threads``: torch threads while
     training (1, as each launched trainer has; more threads than cores
@@ -73,8 +82,24 @@ def train_single_process(part_config: str | Path, config: TrainConfig, num_train
         torch.set_num_threads(previous)
 
 
-def _train(part_config: str | Path, config: TrainConfig, num_trainers: int) -> dict[str, Any]:
+def train_single_process_seeds(part_config: str | Path | OpenedPartition, config: TrainConfig, seeds: int,
+                               num_trainers: int = 1) -> list[dict[str, Any]]:
+    """:func:`train_single_process` with seeds ``config.seed`` .. ``config.seed + seeds - 1``,
+    all on one whole graph, built once (training leaves the graph as it was).
+
+    Example:
+        >>> runs = train_single_process_seeds("cora.json", TrainConfig(epochs=20), 5, num_trainers=2)  # doctest: +SKIP
+        >>> len(runs)                                                                                   # doctest: +SKIP
+        5
+    """
     graph = whole_graph(part_config)
+    return [train_single_process(graph, replace(config, seed=config.seed + k), num_trainers=num_trainers)
+            for k in range(seeds)]
+
+
+def _train(part_config: str | Path | OpenedPartition | dgl.DGLGraph, config: TrainConfig,
+           num_trainers: int) -> dict[str, Any]:
+    graph = part_config if isinstance(part_config, dgl.DGLGraph) else whole_graph(part_config)
     feat_key, label_key = node_data_keys(list(graph.ndata.keys()), config.feat_name, config.label_name)
     feat, label = graph.ndata[feat_key], graph.ndata[label_key].long()
     nids = {s: torch.nonzero(graph.ndata[f"{s}_mask"]).flatten() for s in ("train", "val", "test")}

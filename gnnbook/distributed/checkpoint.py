@@ -15,7 +15,6 @@ Example:
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -24,6 +23,7 @@ from typing import Any
 import torch
 
 from .config import TrainConfig
+from .partition_files import OpenedPartition, open_partition
 
 CHECKPOINT = "checkpoint.pt"
 # What a resumed run must share with the run that saved the checkpoint (epochs may grow).
@@ -34,12 +34,13 @@ class CheckpointError(ValueError):
     """A checkpoint is missing, or belongs to another run; the message says which and what to do."""
 
 
-def partition_digest(part_config: str | Path) -> str:
-    """SHA-256 of the partition config (node ranges and, for gnnbook's, the files' digests)."""
-    return hashlib.sha256(Path(part_config).read_bytes()).hexdigest()
+def partition_digest(part_config: str | Path | OpenedPartition) -> str:
+    """SHA-256 of the partition config (node ranges and, for gnnbook's, the files' digests);
+    an opened partition's digest is the one taken when it was opened."""
+    return open_partition(part_config, verify=False, node_data=False).config_digest
 
 
-def identity(config: TrainConfig, world_size: int, part_config: str | Path) -> dict[str, Any]:
+def identity(config: TrainConfig, world_size: int, part_config: str | Path | OpenedPartition) -> dict[str, Any]:
     """What a checkpoint of this run records about it (plain values only)."""
     return dict({f: getattr(config, f) for f in SHAPING_FIELDS}, lr=config.learning_rate, world_size=int(world_size),
                 partition=partition_digest(part_config))
@@ -66,7 +67,8 @@ def load_checkpoint(directory: str | Path) -> dict[str, Any] | None:
     return torch.load(path, weights_only=True) if path.is_file() else None
 
 
-def resume_state(config: TrainConfig, world_size: int, part_config: str | Path) -> dict[str, Any] | None:
+def resume_state(config: TrainConfig, world_size: int,
+                 part_config: str | Path | OpenedPartition) -> dict[str, Any] | None:
     """The checkpoint to continue from, or None to start at epoch 0; raises
     :class:`CheckpointError` when ``config.resume`` finds none or the one found
     was saved by a different run."""

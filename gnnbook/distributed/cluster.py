@@ -44,7 +44,7 @@ from ..base.budget import parse_bytes
 from .config import TrainConfig
 from .emulation import preflight
 from .launcher import Job, JobPlan, LaunchError, plan_job, read_host_file, render, run_with_fresh_ports
-from .partition_files import read_config
+from .partition_files import OpenedPartition, open_partition
 from .repeatable import check_repeatable
 
 RUN_DEADLINE_S = 600.0  # any script: its work is unknown
@@ -55,7 +55,7 @@ RUN_DEADLINE_S = 600.0  # any script: its work is unknown
 START_S, EPOCH_S, STEP_S = 120.0, 5.0, 1.0
 
 
-def default_deadline_s(part_config: str | Path, config: TrainConfig, world_size: int) -> float:
+def default_deadline_s(part_config: str | Path | OpenedPartition, config: TrainConfig, world_size: int) -> float:
     """START_S + epochs x (EPOCH_S + STEP_S x steps per epoch), the steps
     counted from the partitions' training nodes as the trainer splits them.
 
@@ -63,13 +63,7 @@ def default_deadline_s(part_config: str | Path, config: TrainConfig, world_size:
         >>> default_deadline_s("cora2/cora.json", TrainConfig(epochs=20), 4)  # 9 steps an epoch  # doctest: +SKIP
         400.0
     """
-    from dgl.data.utils import load_tensors
-
-    meta = read_config(part_config)
-    train = 0
-    for i in range(int(meta["num_parts"])):
-        tensors = load_tensors(str(Path(part_config).parent / meta[f"part-{i}"]["node_feats"]))
-        train += sum(int(v.sum()) for k, v in tensors.items() if k.endswith("train_mask"))
+    train = open_partition(part_config).train_nodes or 0
     steps = math.ceil(train / max(1, world_size) / config.batch_size)
     return START_S + config.epochs * (EPOCH_S + STEP_S * steps)
 
@@ -80,16 +74,17 @@ class LocalCluster:
 
     mode = "local"
 
-    def __init__(self, part_config: str | Path, num_trainers: int = 1, num_servers: int = 1, num_samplers: int = 0,
+    def __init__(self, part_config: str | Path | OpenedPartition, num_trainers: int = 1, num_servers: int = 1, num_samplers: int = 0,
                  deadline_s: float | None = None, workdir: str | Path | None = None, mode: str = "local",
                  keep_workdir: bool = False, hosts: list[tuple[str, int | None]] | None = None,
                  machine_memory: int | str | None = None):
-        read_config(part_config)  # fail now, with a clear message, on a bad config
+        # Read and checked once, here: a bad config fails now, with a clear message.
+        self.partition = open_partition(part_config)
         self.machine_memory = None if machine_memory is None else parse_bytes(machine_memory)
         for label, value in (("num_trainers", num_trainers), ("num_servers", num_servers)):
             if not isinstance(value, int) or value < 1:
                 raise LaunchError(f"{label} must be a positive integer, got {value!r}")
-        self.part_config = Path(part_config).resolve()
+        self.part_config = self.partition.config_path.resolve()
         self.num_trainers, self.num_servers, self.num_samplers = num_trainers, num_servers, num_samplers
         self.deadline_s = deadline_s
         self.mode = mode
@@ -113,8 +108,7 @@ class LocalCluster:
         if self.mode == "netns":
             from .netns import EmulatedHosts
 
-            num_parts = int(read_config(self.part_config)["num_parts"])
-            self._namespaces = EmulatedHosts(num_parts).__enter__()
+            self._namespaces = EmulatedHosts(self.partition.num_parts).__enter__()
         return self
 
     def __exit__(self, *exc) -> None:
@@ -145,7 +139,7 @@ class LocalCluster:
     def plan(self, command: list[str], workdir: Path | None = None) -> JobPlan:
         """What :meth:`run` would start (see :func:`gnnbook.distributed.launcher.render`), with the
         placeholders of :func:`~gnnbook.distributed.launcher.fill_placeholders` in ``command`` filled."""
-        return plan_job(self.part_config, command, self.num_trainers, self.num_servers, self.num_samplers,
+        return plan_job(self.partition, command, self.num_trainers, self.num_servers, self.num_samplers,
                         mode=self.mode, hosts=self.hosts, workdir=workdir or self.new_job_dir(),
                         netns_machines=self._namespaces.machines if self._namespaces else None)
 
@@ -185,11 +179,11 @@ class LocalCluster:
         out = folder / "result.json"
         out.unlink(missing_ok=True)  # a reused folder's old result must not pass for this job's
         config = TrainConfig(**{**config.to_dict(), "out": str(out)})
-        num_parts = int(read_config(self.part_config)["num_parts"])
+        num_parts = self.partition.num_parts
         if config.repeatable_sampling:  # refused before anything starts, not inside the trainers
             check_repeatable(num_parts, self.num_trainers, self.num_servers, self.num_samplers)
         world = self.num_trainers * num_parts
-        deadline = self.deadline_s or default_deadline_s(self.part_config, config, world)
+        deadline = self.deadline_s or default_deadline_s(self.partition, config, world)
         start = time.perf_counter()
         self.run(self.trainer_command(config), folder, deadline)
         if not out.is_file():
@@ -211,6 +205,6 @@ class Cluster(LocalCluster):
     must be at the same paths on every host (a shared file system), as with
     DGL's own launcher."""
 
-    def __init__(self, part_config: str | Path, host_file: str | Path, **options: Any):
+    def __init__(self, part_config: str | Path | OpenedPartition, host_file: str | Path, **options: Any):
         options.setdefault("workdir", Path.cwd() / "gnnbook-jobs")
         super().__init__(part_config, mode="cluster", hosts=read_host_file(host_file), **options)

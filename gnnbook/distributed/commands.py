@@ -31,14 +31,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable
 
 from ..base.procs import ProcessFailed
 from .config import CACHE_POLICIES, MODELS, TrainConfig
 from .launcher import LaunchError
-from .partition_files import METHODS, PartitionError
+from .partition_files import METHODS, OpenedPartition, PartitionError
 
 
 def _options(pairs: list[str]) -> dict[str, Any]:
@@ -88,7 +87,7 @@ def _partition(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cluster(args: argparse.Namespace, part_config: Path):
+def _cluster(args: argparse.Namespace, part_config: Path | OpenedPartition):
     from .cluster import Cluster, LocalCluster
 
     common = dict(num_trainers=args.num_trainers, num_servers=args.num_servers, num_samplers=args.num_samplers,
@@ -104,19 +103,21 @@ BASELINE_SEEDS = 5  # ~1 s each on Cora; seed-to-seed spread is ~0.5 point
 
 
 def _dist_train(args: argparse.Namespace) -> int:
-    from .baseline import train_single_process
+    from .baseline import train_single_process_seeds
     from .emulation import job_segments
-    from .partition_files import cached_partition
+    from .partition_files import open_cached_partition, open_partition
 
     config = TrainConfig.from_args(args)
+    # The partition is read and checked once, here; everything below takes the opened one.
     if args.part_config:
-        part_config = Path(args.part_config)
+        partition = open_partition(args.part_config)
     else:
         if not args.dataset:
             raise LaunchError("dist-train needs --dataset NAME (partitioned into the cache) or --part-config FILE")
-        part_config = cached_partition(args.dataset, args.num_parts, args.method, **_options(args.option))
-    _check_inputs(part_config, config, args.num_trainers)
-    with _cluster(args, part_config) as cluster:
+        partition = open_cached_partition(args.dataset, args.num_parts, args.method, **_options(args.option))
+    part_config = partition.config_path
+    _check_inputs(partition, config, args.num_trainers)
+    with _cluster(args, partition) as cluster:
         if args.dry_run:
             print(cluster.dry_run(config))
             return 0
@@ -128,8 +129,7 @@ def _dist_train(args: argparse.Namespace) -> int:
         # The same seed, plus four more: with Cora's 140 training nodes one run's
         # test accuracy moves by about a point with the seed, so the gap is taken
         # against the mean of BASELINE_SEEDS single-process runs.
-        runs = [train_single_process(part_config, replace(config, seed=config.seed + k), num_trainers=result["world_size"])
-                for k in range(BASELINE_SEEDS)]
+        runs = train_single_process_seeds(partition, config, BASELINE_SEEDS, num_trainers=result["world_size"])
         single = {k: v for k, v in runs[0].items() if k != "history"}
         single["test_acc_per_seed"] = [r["test_acc"] for r in runs]
         single["test_acc_mean"] = sum(single["test_acc_per_seed"]) / len(runs)
@@ -164,14 +164,13 @@ def _dist_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _check_inputs(part_config: Path, config: TrainConfig, num_trainers: int) -> None:
+def _check_inputs(partition: OpenedPartition, config: TrainConfig, num_trainers: int) -> None:
     """Refuse, before any process starts, what the trainers would refuse."""
     from .checkpoint import resume_state
     from .config import node_data_keys
-    from .partition_files import node_data_names, read_config
 
-    node_data_keys(node_data_names(part_config), config.feat_name, config.label_name)
-    resume_state(config, int(read_config(part_config)["num_parts"]) * num_trainers, part_config)
+    node_data_keys(list(partition.node_data_names or ()), config.feat_name, config.label_name)
+    resume_state(config, partition.num_parts * num_trainers, partition)
 
 
 def _launch(args: argparse.Namespace) -> int:

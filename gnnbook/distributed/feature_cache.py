@@ -141,11 +141,11 @@ def simulator_inputs(part_config) -> tuple:
         (2, 1)
     """
     from .baseline import whole_graph
+    from .partition_files import open_partition
 
-    from .partition_files import read_config
-
-    graph = whole_graph(part_config)
-    node_map = read_config(part_config)["node_map"]  # {ntype: [[start, end) per partition]}
+    partition = open_partition(part_config, node_data=False)  # read once, for the graph and the node map
+    graph = whole_graph(partition)
+    node_map = partition.config["node_map"]  # {ntype: [[start, end) per partition]}
     ranges = next(iter(node_map.values())) if isinstance(node_map, dict) else node_map
     parts = torch.cat([torch.full((int(end) - int(start),), k) for k, (start, end) in enumerate(ranges)])
     train = graph.ndata["train_mask"].bool()

@@ -57,11 +57,14 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 from ..base.budget import BudgetReport, MemoryBudget, parse_bytes
 from ..base.procs import ProcessFailed, ProcessGroup
 from . import emulation
+
+if TYPE_CHECKING:
+    from .partition_files import OpenedPartition
 
 MODES = ("local", "netns", "cluster")
 # Keep-alives: a lost link fails the ssh session (and the job) within a minute.
@@ -243,15 +246,16 @@ def _env_words(env: dict[str, str]) -> list[str]:
     return [f"{k}={v}" for k, v in env.items()]
 
 
-def plan_job(part_config: str | Path, command: list[str], num_trainers: int = 1, num_servers: int = 1,
+def plan_job(part_config: str | Path | OpenedPartition, command: list[str], num_trainers: int = 1, num_servers: int = 1,
              num_samplers: int = 0, mode: str = "local", hosts: list[tuple[str, int | None]] | None = None,
              workdir: str | Path | None = None, master_port: int | None = None, base_port: int | None = None,
              omp_threads: int = 1, netns_machines: list[Machine] | None = None) -> JobPlan:
     """Everything the job will run, where, with which variables; nothing starts.
     The number of machines is the number of partitions in ``part_config``; the
-    placeholders of :func:`fill_placeholders` in ``command`` become this job's values."""
-    from .partition_files import read_config
-
+    placeholders of :func:`fill_placeholders` in ``command`` become this job's values.
+    An opened partition (:func:`~gnnbook.distributed.partition_files.open_partition`) is
+    not read again."""
+    from .partition_files import open_partition  # torch: only when a job is planned
     if mode not in MODES:
         raise LaunchError(f"unknown mode '{mode}'; use one of {', '.join(MODES)}")
     for label, value, low in (("trainers", num_trainers, 1), ("servers", num_servers, 1), ("samplers", num_samplers, 0)):
@@ -259,9 +263,9 @@ def plan_job(part_config: str | Path, command: list[str], num_trainers: int = 1,
             raise LaunchError(f"the number of {label} per machine must be an integer >= {low}, got {value!r}")
     if not command:
         raise LaunchError("no training command given")
-    part_config = Path(part_config).resolve()
-    meta = read_config(part_config)
-    num_parts = int(meta["num_parts"])
+    partition = open_partition(part_config, node_data=False)
+    part_config = partition.config_path.resolve()
+    num_parts = partition.num_parts
     job_tag = emulation.new_job_tag()
 
     if mode == "local":
@@ -317,7 +321,7 @@ def plan_job(part_config: str | Path, command: list[str], num_trainers: int = 1,
     ip_config = workdir / "ip_config.txt"
     ip_config.write_text("".join(f"{m.ip} {m.port}\n" for m in machines))
     command = fill_placeholders(command, dict(
-        ip_config=str(ip_config), part_config=str(part_config), graph_name=meta["graph_name"],
+        ip_config=str(ip_config), part_config=str(part_config), graph_name=partition.graph_name,
         num_parts=str(num_parts), num_trainers=str(num_trainers), num_servers=str(num_servers),
         num_samplers=str(num_samplers), workdir=str(workdir)))
     num_clients = num_trainers * (1 + num_samplers) * len(machines)

@@ -11,6 +11,11 @@ folder that is renamed into place only when complete, so a crash never leaves
 a half-written partition.  :func:`cached_partition` keeps one copy per
 (dataset, method, K) under ``cache_dir()/partitions``.
 
+:func:`open_partition` reads a partition config once and checks it (see below),
+returning an immutable :class:`OpenedPartition` that the cluster, the launcher,
+the deadline estimate, the checkpoint identity and the trainer take instead of
+reading the config again (:func:`open_cached_partition` does so for the cache).
+
 :func:`load_partition` reads a partition config back and measures what the
 partitioning did: the fraction of edges cut, the replication factor (inner +
 halo nodes over all nodes) and the balance of nodes, edges and training nodes.
@@ -26,7 +31,7 @@ same one; processes that ask for the same one at once wait for a single build
 (a lock on the cache folder) and share it.
 
 Every file gnnbook writes is listed with its SHA-256 in the config
-(``gnnbook.sha256``); :func:`read_config` checks them, so a truncated or
+(``gnnbook.sha256``); :func:`open_partition` checks them, so a truncated or
 modified partition is refused before any server starts.  A partition made by
 DGL's own tools has no digests: then only the files' presence and headers are
 checked, and a warning says so.
@@ -50,9 +55,10 @@ import shutil
 import struct
 import tempfile
 import warnings
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Mapping
 
 import torch
 from tqdm.auto import tqdm
@@ -243,44 +249,109 @@ def cached_partition(dataset: str, num_parts: int, method: str = "metis", seed: 
                      **dataset_options: Any) -> Path:
     """The partition config of ``dataset`` in ``cache_dir()/partitions``,
     partitioning first when there is none (or the cached one is damaged).
-    Concurrent callers wait for one build and all return it."""
+    Concurrent callers wait for one build and all return it.  See
+    :func:`open_cached_partition` for the partition opened."""
+    return open_cached_partition(dataset, num_parts, method, seed, node_data=False, **dataset_options).config_path
+
+
+def open_cached_partition(dataset: str, num_parts: int, method: str = "metis", seed: int = 0,
+                          node_data: bool = True, **dataset_options: Any) -> OpenedPartition:
+    """:func:`cached_partition`, opened (:func:`open_partition`): the config is read once,
+    by the check that the cached copy is intact.
+
+    Example:
+        >>> open_cached_partition("cora", 2).num_parts  # doctest: +SKIP
+        2
+    """
     folder = cache_folder(dataset, num_parts, method, seed, **dataset_options)
     config = folder / f"{graph_name_for(dataset)}.json"
-    if _intact(config):
-        return config
+    opened = _opened_if_intact(config, node_data)
+    if opened is not None:
+        return opened
     with _locked(folder.parent):
-        if _intact(config):
-            return config  # built by another process while this one waited
+        opened = _opened_if_intact(config, node_data)
+        if opened is not None:
+            return opened  # built by another process while this one waited
         if folder.resolve().parent != folder.parent.resolve() or folder.parent.name != "partitions":
             raise PartitionError(f"refusing to replace {folder}: it is not a folder of the partition cache")
         shutil.rmtree(folder, ignore_errors=True)  # damaged, or from a version that recorded no digests
-        return partition_dataset(dataset, num_parts, method, folder, seed=seed, **dataset_options)
+        built = partition_dataset(dataset, num_parts, method, folder, seed=seed, **dataset_options)
+        return open_partition(built, node_data=node_data)
 
 
-def _intact(config_path: Path) -> bool:
+def _opened_if_intact(config_path: Path, node_data: bool) -> OpenedPartition | None:
+    """The cached partition opened, or None if it is missing, damaged or records no digests."""
     if not config_path.is_file():
-        return False
+        return None
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", PartitionWarning)
-            return bool(read_config(config_path).get("gnnbook", {}).get("sha256"))
+            opened = open_partition(config_path, node_data=node_data)
     except PartitionError:
-        return False
+        return None
+    recorded = opened.config.get("gnnbook")
+    return opened if isinstance(recorded, dict) and recorded.get("sha256") else None
 
 
 GRAPH_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")
 
 
-def read_config(part_config: str | Path, verify: bool = True) -> dict[str, Any]:
-    """The partition config as a dict, checked for the fields DistDGL needs and
-    (``verify``) its files checked: SHA-256 for a partition gnnbook wrote,
-    presence and headers for others (see the module docstring)."""
+@dataclass(frozen=True)
+class OpenedPartition:
+    """A partition config read and checked once by :func:`open_partition`: what the
+    launcher, the cluster, the deadline estimate, the checkpoint identity and the
+    command placeholders need, so that none of them reads the config again.
+
+    ``config`` is the parsed JSON (read-only view); ``config_digest`` the SHA-256 of
+    its bytes (the checkpoint identity).  ``node_data_names`` (part 0's, without
+    the node-type prefix) and ``train_nodes`` (over all parts) are read from the
+    node-data files when opened with ``node_data=True``, else ``None``; ``verified``
+    says whether the files were checked (``verify=True``).
+
+    Example:
+        >>> opened = open_partition("cora-2/cora.json")          # doctest: +SKIP
+        >>> opened.graph_name, opened.num_parts, opened.train_nodes  # doctest: +SKIP
+        ('cora', 2, 140)
+    """
+
+    config_path: Path
+    graph_name: str
+    num_parts: int
+    config_digest: str
+    config: Mapping[str, Any] = field(repr=False, compare=False)
+    verified: bool = False
+    node_data_names: tuple[str, ...] | None = None
+    train_nodes: int | None = None
+
+    def part_file(self, part_id: int, key: str) -> Path:
+        """The path of file ``key`` (``part_graph``, ``node_feats``...) of part ``part_id``."""
+        return self.config_path.parent / self.config[f"part-{part_id}"][key]
+
+
+def open_partition(part_config: str | Path | OpenedPartition, verify: bool = True,
+                   node_data: bool = True) -> OpenedPartition:
+    """Read the partition config once and check it: the fields DistDGL needs and
+    (``verify``) its files (SHA-256 for a partition gnnbook wrote, presence and
+    headers for others, see the module docstring); with ``node_data`` also read
+    every part's node-data file once (names and training nodes).  Every check of a
+    partition happens here; an :class:`OpenedPartition` passed in is returned as it
+    is (unless it lacks the checks or the node data asked for).
+
+    Example:
+        >>> open_partition("cora-2/cora.json").num_parts  # doctest: +SKIP
+        2
+    """
+    if isinstance(part_config, OpenedPartition):
+        if (part_config.verified or not verify) and (part_config.node_data_names is not None or not node_data):
+            return part_config
+        part_config = part_config.config_path
     path = Path(part_config)
     if not path.is_file():
         raise PartitionError(f"partition config {path} does not exist; make one with "
                              "`python -m gnnbook partition --dataset NAME --num-parts K --out DIR`")
+    raw = path.read_bytes()  # the one read of the config (its digest and its JSON from the same bytes)
     try:
-        config = json.loads(path.read_text())
+        config = json.loads(raw.decode())
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise PartitionError(f"partition config {path} is not valid JSON ({err}); partition the dataset again") from err
     missing = [k for k in ("graph_name", "num_parts", "node_map", "edge_map") if not isinstance(config, dict) or k not in config]
@@ -304,7 +375,31 @@ def read_config(part_config: str | Path, verify: bool = True) -> dict[str, Any]:
                 raise PartitionError(f"partition config {path}: file {file} of part {i} is missing; partition again")
     if verify:
         _verify_files(path, config)
-    return config
+    opened = OpenedPartition(path, name, int(config["num_parts"]), hashlib.sha256(raw).hexdigest(),
+                             MappingProxyType(config), verified=verify)
+    return _with_node_data(opened) if node_data else opened
+
+
+def _with_node_data(opened: OpenedPartition) -> OpenedPartition:
+    from dgl.data.utils import load_tensors
+
+    names, train = (), 0
+    for i in range(opened.num_parts):
+        feats = opened.part_file(i, "node_feats")
+        try:
+            tensors = load_tensors(str(feats))
+        except Exception as err:  # DGL raises assorted errors on damaged files
+            raise PartitionError(f"cannot read the node data of part {i} ({feats}): {err}; partition again") from err
+        if i == 0:
+            names = tuple(sorted({k.split("/")[-1] for k in tensors}))
+        train += sum(int(v.sum()) for k, v in tensors.items() if k.endswith("train_mask"))
+    return replace(opened, node_data_names=names, train_nodes=train)
+
+
+def read_config(part_config: str | Path | OpenedPartition, verify: bool = True) -> dict[str, Any]:
+    """The partition config as a (new) dict, read and checked by :func:`open_partition`
+    (without the node data)."""
+    return dict(open_partition(part_config, verify=verify, node_data=False).config)
 
 
 def _sha256(path: Path) -> str:
@@ -362,25 +457,18 @@ class PartitionWarning(UserWarning):
     """A partition could be checked only partly (no digests recorded)."""
 
 
-def node_data_names(part_config: str | Path) -> list[str]:
+def node_data_names(part_config: str | Path | OpenedPartition) -> list[str]:
     """The node-data names of a partition (part 0's, without the node-type prefix)."""
-    from dgl.data.utils import load_tensors
-
-    config = read_config(part_config)
-    feats = Path(part_config).parent / config["part-0"]["node_feats"]
-    try:
-        tensors = load_tensors(str(feats))
-    except Exception as err:  # DGL raises assorted errors on damaged files
-        raise PartitionError(f"cannot read the node data of part 0 ({feats}): {err}; partition again") from err
-    return sorted({k.split("/")[-1] for k in tensors})
+    return list(open_partition(part_config).node_data_names or ())
 
 
-def load_partition(part_config: str | Path) -> PartitionReport:
+def load_partition(part_config: str | Path | OpenedPartition) -> PartitionReport:
     """Read every partition of ``part_config`` and measure edge cut, replication
     and balance (see :class:`PartitionReport`)."""
     import dgl
 
-    config = read_config(part_config)
+    opened = open_partition(part_config, node_data=False)
+    config, part_config = opened.config, opened.config_path
     parts = []
     for i in range(int(config["num_parts"])):
         try:

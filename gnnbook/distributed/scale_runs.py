@@ -28,7 +28,7 @@ from ..base.budget import format_gib, parse_bytes
 from .cluster import LocalCluster
 from .config import TrainConfig
 from .launcher import JobFailed
-from .partition_files import PartitionReport, cached_partition, load_partition, read_config
+from .partition_files import PartitionReport, load_partition, open_cached_partition
 
 
 @dataclass
@@ -88,11 +88,11 @@ def machine_runs(graph_options: dict[str, Any], machine_counts: list[int], metho
     for method in methods:
         for k in machine_counts:
             # One part is the whole graph whatever the method: every method's 1-machine run shares one partition.
-            config = cached_partition("scale", k, method if k > 1 else "random", **graph_options)
-            report = load_partition(config)
-            num_features = read_config(config)["gnnbook"]["num_features"]
+            partition = open_cached_partition("scale", k, method if k > 1 else "random", **graph_options)
+            report = load_partition(partition)
+            num_features = partition.config["gnnbook"]["num_features"]
             row = MachineRun(k, method, budget, graph_bytes(report, num_features), held_share(report, num_features))
-            with LocalCluster(config, num_trainers=1, machine_memory=budget, deadline_s=deadline_s) as cluster:
+            with LocalCluster(partition, num_trainers=1, machine_memory=budget, deadline_s=deadline_s) as cluster:
                 try:
                     result = cluster.train(TrainConfig(epochs=epochs, batch_size=batch_size,
                                                        eval_fanouts=list(eval_fanouts)))

@@ -60,7 +60,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import dgl
 import torch
@@ -72,6 +72,7 @@ from . import emulation
 from .checkpoint import identity, load_checkpoint, resume_state, save_checkpoint
 from .config import TrainConfig, make_model, node_data_keys
 from .feature_cache import FeatureCache, cache_capacity, presample_counts, remote_candidates, select_cached_nodes
+from .partition_files import OpenedPartition, open_partition
 from .repeatable import check_repeatable, seed_own_sampling, seed_remote_servers
 from .stages import STAGES, StageClock, allreduce_gradients, count_remote_neighbours
 
@@ -104,7 +105,7 @@ def _column(per_rank: list[list[float]], i: int, kind=int) -> list:
     return [kind(r[i]) for r in per_rank]
 
 
-def _num_classes(g, config: dict[str, Any], label_key: str) -> int:
+def _num_classes(g, config: Mapping[str, Any], label_key: str) -> int:
     extra = config.get("gnnbook", {})
     if "num_classes" in extra:
         return int(extra["num_classes"])
@@ -160,11 +161,13 @@ def _measurements(history: list[dict[str, Any]], start_epoch: int, config: Train
                    mismatched_rows=sum(sum(h["cache_mismatched_rows"]) for h in epochs)))
 
 
-def run(part_config: str | Path, config: TrainConfig) -> dict[str, Any]:
+def run(part_config: str | Path | OpenedPartition, config: TrainConfig) -> dict[str, Any]:
     """Train on an initialised DistDGL client (or standalone); return the result
-    (every rank returns it; rank 0 also writes it to ``config.out``)."""
-    meta = json.loads(Path(part_config).read_text())
-    g = dgl.distributed.DistGraph(meta["graph_name"], part_config=str(part_config))
+    (every rank returns it; rank 0 also writes it to ``config.out``).  The config is
+    read once, here (the launcher checked its files before this process started)."""
+    partition = open_partition(part_config, verify=False, node_data=False)
+    meta = partition.config
+    g = dgl.distributed.DistGraph(partition.graph_name, part_config=str(partition.config_path))
     book = g.get_partition_book()
     emulation.verify(book.partid)  # each trainer on its own machine's partition
     feat_key, label_key = node_data_keys(list(g.ndata.keys()), config.feat_name, config.label_name)
@@ -189,7 +192,7 @@ def run(part_config: str | Path, config: TrainConfig) -> dict[str, Any]:
     loader = new_train_loader()
     eval_loaders = {s: dgl.dataloading.DistNodeDataLoader(g, splits[s], eval_sampler, batch_size=config.eval_batch_size)
                     for s in ("val", "test")}
-    num_parts = int(meta["num_parts"])
+    num_parts = partition.num_parts
     if config.repeatable_sampling and _distributed():
         check_repeatable(num_parts, world // num_parts, dgl.distributed.rpc.get_num_server_per_machine(),
                          int(os.environ.get("DGL_NUM_SAMPLER", "0")))
@@ -197,8 +200,8 @@ def run(part_config: str | Path, config: TrainConfig) -> dict[str, Any]:
     cache = _feature_cache(g, book, feat_key, new_train_loader, config, rank)
 
     history, start_epoch = [], 0
-    run_identity = identity(config, world, part_config)
-    state = resume_state(config, world, part_config)
+    run_identity = identity(config, world, partition)
+    state = resume_state(config, world, partition)
     if state is not None:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
@@ -275,7 +278,7 @@ def run(part_config: str | Path, config: TrainConfig) -> dict[str, Any]:
     timed = [h["seconds"] for h in history if h["epoch"] >= start_epoch]
     result = dict(
         mode="distributed" if _distributed() else "standalone", world_size=world, num_parts=num_parts,
-        graph_name=meta["graph_name"], test_acc=best["test_acc"], val_acc=best["val_acc"], best_epoch=best["epoch"],
+        graph_name=partition.graph_name, test_acc=best["test_acc"], val_acc=best["val_acc"], best_epoch=best["epoch"],
         final_test_acc=history[-1]["test_acc"], epochs_run=len(history), resumed_from_epoch=start_epoch,
         seconds_per_epoch=sum(timed) / max(1, len(timed)), steps_per_epoch=steps_per_epoch,
         steps_per_trainer=[sum(h["steps"][r] for h in history if h["epoch"] >= start_epoch) for r in range(world)],
@@ -298,18 +301,18 @@ def run(part_config: str | Path, config: TrainConfig) -> dict[str, Any]:
 _STANDALONE_READY = False
 
 
-def train_standalone(part_config: str | Path, config: TrainConfig) -> dict[str, Any]:
+def train_standalone(part_config: str | Path | OpenedPartition, config: TrainConfig) -> dict[str, Any]:
     """Train in this process on a one-partition config, no servers (notebook debugging)."""
     global _STANDALONE_READY
     if _distributed():
         raise RuntimeError("DGL_DIST_MODE is set: this process is a distributed client, not standalone")
-    meta = json.loads(Path(part_config).read_text())
-    if int(meta["num_parts"]) != 1:
-        raise ValueError(f"standalone mode needs a one-partition config; {part_config} has {meta['num_parts']}")
+    partition = open_partition(part_config, verify=False, node_data=False)
+    if partition.num_parts != 1:
+        raise ValueError(f"standalone mode needs a one-partition config; {part_config} has {partition.num_parts}")
     if not _STANDALONE_READY:
         dgl.distributed.initialize("")  # standalone: no ip_config is read
         _STANDALONE_READY = True
-    return run(part_config, config)
+    return run(partition, config)
 
 
 def main(argv: list[str] | None = None) -> int:
