@@ -3,7 +3,7 @@ check compares with are refused while the student's code runs.
 
 Book: none (lab checks).
 
-Used in: labs/lab02_message_passing.ipynb, labs/lab05b_historical_embeddings.ipynb,
+Used in: labs/lab02_message_passing.ipynb, labs/lab04_minibatch.ipynb, labs/lab05b_historical_embeddings.ipynb,
 labs/lab06_halo_exchange.ipynb, labs/lab08_distributed_dgl.ipynb, labs/lab10_recommendation.ipynb,
 labs/lab11_spatiotemporal_index_batching.ipynb, labs/lab12_feature_loading.ipynb.
 
@@ -93,6 +93,8 @@ LAB_REFERENCES: dict[str, tuple[str, ...]] = {
                               "gnnbook.ch6_fullgraph.subgraph:local_graph"),
     "lab03_collectives": ("gnnbook.comm.algorithms:ring_all_reduce", "gnnbook.comm.algorithms:tree_all_reduce",
                           "gnnbook.comm.algorithms:direct_all_reduce", *TORCH_COLLECTIVES),
+    # lab 4: the package's minibatch step (its minibatch trainers and pipelined loop take it by default: they train
+    # a model of their own, so none of them can make one step on the student's model but through it)
     "lab04_minibatch": ("gnnbook.training.minibatch:minibatch_step",),
     # lab 5: the package's pre-sampling: the distributed trainer's, and every function of the caching module,
     # whose policies, counters and rankers rebuild it (but belady_hits, Belady's bound, which chapter 5b prints;
