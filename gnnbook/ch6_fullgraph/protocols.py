@@ -52,6 +52,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from ..graph.normalisation import gcn_edge_weights
 from .sancus import SkipExchange, check_sancus
 from .subgraph import (HaloExchange, LocalGraph, Plan, load_problem, local_graph, shared_assignment,
                        sum_gradients_and_loss)
@@ -97,10 +98,9 @@ def preagg_graph(graph, assignment: torch.Tensor, rank: int) -> PreAggGraph:
     owned = torch.nonzero(assignment == rank).flatten()
     position = torch.full((n,), -1, dtype=torch.int64)
     position[owned] = torch.arange(len(owned))
-    in_deg, out_deg = graph.in_degrees().float(), graph.out_degrees().float()
     # out-edges of my nodes: local ones into `local`, remote ones pre-summed per (peer, target)
     src, dst = graph.out_edges(owned)
-    weight = (out_deg[src] * in_deg[dst]).rsqrt()
+    weight = gcn_edge_weights(src, dst, graph.out_degrees(), graph.in_degrees())
     home = assignment[dst] == rank
     local = torch.sparse_coo_tensor(torch.stack([position[dst[home]], position[src[home]]]), weight[home],
                                     (len(owned), len(owned))).coalesce()

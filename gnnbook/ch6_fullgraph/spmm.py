@@ -61,6 +61,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from ..graph.normalisation import gcn_edge_weights
 from .subgraph import load_problem, sum_gradients_and_loss
 
 MODES = ("1d", "2d")
@@ -108,7 +109,7 @@ def order_nodes(graph, blocks: int, ordering: str = "natural", seed: int = 0) ->
 def normalised_adjacency(graph, order: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """GCN's ``A_hat`` (row = destination) in ``order``: COO ``(2, nnz)`` indices and values."""
     src, dst = graph.edges()
-    value = (graph.out_degrees()[src].float() * graph.in_degrees()[dst].float()).rsqrt()
+    value = gcn_edge_weights(src, dst, graph.out_degrees(), graph.in_degrees())
     position = torch.empty_like(order)
     position[order] = torch.arange(len(order))
     return torch.stack([position[dst], position[src]]), value

@@ -50,6 +50,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from ..graph.normalisation import gcn_edge_weights
+
 MODELS = ("gcn", "sage")
 
 
@@ -106,11 +108,10 @@ def local_graph(graph, assignment: torch.Tensor, rank: int, model: str) -> Local
     position = torch.full((n,), -1, dtype=torch.int64)
     position[owned] = torch.arange(len(owned))
     position[halo] = len(owned) + torch.arange(len(halo))
-    in_deg = graph.in_degrees().float()
     if model == "gcn":
-        value = (graph.out_degrees()[src].float() * in_deg[dst]).rsqrt()
+        value = gcn_edge_weights(src, dst, graph.out_degrees(), graph.in_degrees())
     else:
-        value = 1.0 / in_deg[dst]
+        value = 1.0 / graph.in_degrees().float()[dst]
     adjacency = torch.sparse_coo_tensor(torch.stack([position[dst], position[src]]), value,
                                         (len(owned), len(owned) + len(halo))).coalesce()
     # my nodes with an out-edge into peer j's part are in j's halo; ascending id, as j orders them
