@@ -15,7 +15,6 @@ Example:
 """
 from __future__ import annotations
 
-import hashlib
 import os
 import tempfile
 from pathlib import Path
@@ -23,6 +22,7 @@ from typing import Any
 
 import torch
 
+from ..data.files import sha256_of
 from .config import TrainConfig
 
 CHECKPOINT = "checkpoint.pt"
@@ -36,7 +36,7 @@ class CheckpointError(ValueError):
 
 def partition_digest(part_config: str | Path) -> str:
     """SHA-256 of the partition config (node ranges and, for gnnbook's, the files' digests)."""
-    return hashlib.sha256(Path(part_config).read_bytes()).hexdigest()
+    return sha256_of(part_config)
 
 
 def identity(config: TrainConfig, world_size: int, part_config: str | Path) -> dict[str, Any]:

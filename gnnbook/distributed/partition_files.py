@@ -57,6 +57,8 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
+from ..data.files import sha256_of
+
 METHODS = ("metis", "random")
 
 
@@ -307,16 +309,8 @@ def read_config(part_config: str | Path, verify: bool = True) -> dict[str, Any]:
     return config
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _digests(folder: Path, skip: Path) -> dict[str, str]:
-    return {p.relative_to(folder).as_posix(): _sha256(p) for p in sorted(folder.rglob("*"))
+    return {p.relative_to(folder).as_posix(): sha256_of(p) for p in sorted(folder.rglob("*"))
             if p.is_file() and p != skip}
 
 
@@ -340,7 +334,7 @@ def _verify_files(path: Path, config: dict[str, Any]) -> None:
         return
     if expected:
         for name, digest in expected.items():
-            actual = _sha256(path.parent / name)
+            actual = sha256_of(path.parent / name)
             if actual != digest:
                 raise PartitionError(f"partition file {path.parent / name} is damaged (truncated or modified): its "
                                      f"SHA-256 is {actual[:16]}..., {path.name} records {digest[:16]}...; "
