@@ -54,7 +54,7 @@ import torch.nn.functional as F
 
 from ..graph.normalisation import gcn_edge_weights
 from .sancus import SkipExchange, check_sancus
-from .subgraph import (HaloExchange, LocalGraph, Plan, load_problem, local_graph, shared_assignment,
+from .subgraph import (HaloExchange, LocalGraph, Plan, global_correct, load_problem, local_graph, shared_assignment,
                        sum_gradients_and_loss)
 
 PROTOCOLS = ("sync", "preagg", "cdr", "bns", "sancus")
@@ -271,9 +271,7 @@ def train(dataset: str = "cora", protocol: str = "sync", partitioner: str = "met
         wire.append(comm.windows["exchange"][0] - before)
         if (epoch + 1) % eval_every == 0 or epoch == epochs - 1:
             with torch.no_grad(), comm.window("evaluate"):
-                pred = gcn_forward(w, x_own, evaluate, epoch).argmax(1)
-                correct = torch.tensor([float((pred[masks[m]] == y_own[masks[m]]).sum()) for m in ("val", "test")])
-                dist.all_reduce(correct)
+                correct = global_correct(gcn_forward(w, x_own, evaluate, epoch), y_own, masks)
             val, test = float(correct[0]) / totals["val"], float(correct[1]) / totals["test"]
             curve.append((epoch + 1, val, test))
             if val > best[0]:
