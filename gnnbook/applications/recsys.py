@@ -31,6 +31,7 @@ import torch
 from torch import nn
 
 from ..data.movielens import Ratings
+from ..graph.normalisation import gcn_edge_weights
 from ..training.train import BestEpoch
 
 
@@ -113,9 +114,8 @@ def normalised_adjacency(split: InteractionSplit) -> torch.Tensor:
     items, no self-loops) as a sparse CSR tensor, built once."""
     edge_index = split.edge_index()
     n = split.num_users + split.num_items
-    degree = torch.bincount(edge_index[0], minlength=n).float()
-    inv_sqrt = torch.where(degree > 0, degree.rsqrt(), torch.zeros_like(degree))
-    values = inv_sqrt[edge_index[0]] * inv_sqrt[edge_index[1]]
+    degree = torch.bincount(edge_index[0], minlength=n)     # both directions stored: in = out
+    values = gcn_edge_weights(edge_index[0], edge_index[1], degree, degree)
     return torch.sparse_coo_tensor(edge_index, values, (n, n)).coalesce().to_sparse_csr()
 
 

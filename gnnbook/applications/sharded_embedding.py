@@ -43,6 +43,7 @@ import dgl
 import torch
 import torch.distributed as dist
 
+from ..data.files import sha256_of
 from .recsys import InteractionSplit, bpr_loss, sample_negatives
 
 TABLE = "mf_table"
@@ -123,7 +124,7 @@ def _save_verified(obj: dict[str, torch.Tensor], path: Path) -> str:
     tmp = path.with_suffix(".part")
     torch.save(obj, tmp)
     os.replace(tmp, path)
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+    return sha256_of(path)
 
 
 def _load_verified(path: str | Path, sha256: str) -> dict[str, torch.Tensor]:

@@ -38,6 +38,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..graph.normalisation import gcn_dense_adjacency
+
 
 def _check_window(steps: int, past: int, horizon: int, start: int, stop: int) -> None:
     if past < 1 or horizon < 1:
@@ -157,9 +159,8 @@ class TGCN(nn.Module):
 
     def __init__(self, adjacency: torch.Tensor, hidden: int = 32, horizon: int = 12):
         super().__init__()
-        a = adjacency.float() + torch.eye(adjacency.shape[0])
-        d = a.sum(1).rsqrt()
-        self.register_buffer("a_hat", (d[:, None] * a * d[None, :]).to_sparse())
+        a_hat = gcn_dense_adjacency(adjacency.float() + torch.eye(adjacency.shape[0]))
+        self.register_buffer("a_hat", a_hat.to_sparse())
         self.hidden = hidden
         self.gates = nn.Linear(1 + hidden, 2 * hidden)
         self.candidate = nn.Linear(1 + hidden, hidden)

@@ -55,6 +55,7 @@ import torch.nn.functional as F
 
 from ..base.memory import PeakMemory
 from ..base.seeding import set_seed
+from ..graph.normalisation import gcn_edge_weights
 from ..training.train import BestEpoch, accuracy, epoch_metrics, model_input, prepare_graph, train_node_classifier, training_settings
 from ..models import build_model
 
@@ -105,7 +106,7 @@ def build_setup(graph: dgl.DGLGraph, num_parts: int = 40, clusters_per_batch: in
     check_batching(num_parts, clusters_per_batch, graph.num_nodes())
     g = prepare_graph(graph)
     src, dst = (t.long() for t in g.edges())
-    norm = g.out_degrees().float().clamp(min=1).pow(-0.5)[src] * g.in_degrees().float().clamp(min=1).pow(-0.5)[dst]
+    norm = gcn_edge_weights(src, dst, g.out_degrees(), g.in_degrees())
     adj = _csr(dst, src, norm, (g.num_nodes(), g.num_nodes()))
     return Setup(g, src, dst, norm, adj, metis_clusters(graph, num_parts, seed), num_layers)
 
@@ -142,10 +143,9 @@ def make_batch(setup: Setup, nodes: torch.Tensor) -> Batch:
     inner = in_batch[col]
     row_of = torch.repeat_interleave(torch.arange(len(nodes)), crow[1:] - crow[:-1])
     d, s = row_of[inner], position[col[inner]]
-    deg_out = torch.bincount(s, minlength=len(nodes)).float().clamp(min=1)
-    deg_in = torch.bincount(d, minlength=len(nodes)).float().clamp(min=1)
-    inner_crow = torch.cat([torch.zeros(1, dtype=crow.dtype), torch.bincount(d, minlength=len(nodes)).cumsum(0)])
-    inner_adj = torch.sparse_csr_tensor(inner_crow, s, deg_out[s].pow(-0.5) * deg_in[d].pow(-0.5),
+    deg_out, deg_in = torch.bincount(s, minlength=len(nodes)), torch.bincount(d, minlength=len(nodes))
+    inner_crow = torch.cat([torch.zeros(1, dtype=crow.dtype), deg_in.cumsum(0)])
+    inner_adj = torch.sparse_csr_tensor(inner_crow, s, gcn_edge_weights(s, d, deg_out, deg_in),
                                         (len(nodes), len(nodes)))
     return Batch(nodes, halo, adj, inner_adj)
 

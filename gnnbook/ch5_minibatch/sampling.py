@@ -44,6 +44,7 @@ from typing import Any, Callable, Sequence
 import dgl
 import torch
 
+from ..graph.normalisation import gcn_edge_weights
 from ..training.minibatch import SerialSamplingLoader, check_fanouts
 
 __all__ = ["SAMPLERS", "SamplerInfo", "make_sampler", "make_loader", "sampler_loader", "LayerWiseSampler",
@@ -60,8 +61,7 @@ def _normalised_weights(graph: dgl.DGLGraph) -> tuple[torch.Tensor, torch.Tensor
     has_loop = torch.zeros(graph.num_nodes(), dtype=torch.bool)
     has_loop[src[src == dst]] = True
     degree = graph.in_degrees().float() + (~has_loop).float()
-    norm = degree.pow(-0.5)
-    return src, dst, norm[src] * norm[dst]
+    return src, dst, gcn_edge_weights(src, dst, degree, degree)
 
 
 def check_budgets(budget: int | Sequence[int], num_layers: int, batch_size: int) -> list[int]:

@@ -52,8 +52,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from ..graph.normalisation import gcn_edge_weights
 from .sancus import SkipExchange, check_sancus
-from .subgraph import (HaloExchange, LocalGraph, Plan, load_problem, local_graph, shared_assignment,
+from .subgraph import (HaloExchange, LocalGraph, Plan, global_correct, load_problem, local_graph, shared_assignment,
                        sum_gradients_and_loss)
 
 PROTOCOLS = ("sync", "preagg", "cdr", "bns", "sancus")
@@ -97,10 +98,9 @@ def preagg_graph(graph, assignment: torch.Tensor, rank: int) -> PreAggGraph:
     owned = torch.nonzero(assignment == rank).flatten()
     position = torch.full((n,), -1, dtype=torch.int64)
     position[owned] = torch.arange(len(owned))
-    in_deg, out_deg = graph.in_degrees().float(), graph.out_degrees().float()
     # out-edges of my nodes: local ones into `local`, remote ones pre-summed per (peer, target)
     src, dst = graph.out_edges(owned)
-    weight = (out_deg[src] * in_deg[dst]).rsqrt()
+    weight = gcn_edge_weights(src, dst, graph.out_degrees(), graph.in_degrees())
     home = assignment[dst] == rank
     local = torch.sparse_coo_tensor(torch.stack([position[dst[home]], position[src[home]]]), weight[home],
                                     (len(owned), len(owned))).coalesce()
@@ -271,9 +271,7 @@ def train(dataset: str = "cora", protocol: str = "sync", partitioner: str = "met
         wire.append(comm.windows["exchange"][0] - before)
         if (epoch + 1) % eval_every == 0 or epoch == epochs - 1:
             with torch.no_grad(), comm.window("evaluate"):
-                pred = gcn_forward(w, x_own, evaluate, epoch).argmax(1)
-                correct = torch.tensor([float((pred[masks[m]] == y_own[masks[m]]).sum()) for m in ("val", "test")])
-                dist.all_reduce(correct)
+                correct = global_correct(gcn_forward(w, x_own, evaluate, epoch), y_own, masks)
             val, test = float(correct[0]) / totals["val"], float(correct[1]) / totals["test"]
             curve.append((epoch + 1, val, test))
             if val > best[0]:

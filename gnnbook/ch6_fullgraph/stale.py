@@ -47,7 +47,7 @@ import torch.nn.functional as F
 
 from ..comm.emulated_link import EmulatedLink, LinkedComm, wire_bytes
 from .protocols import Exchange, gcn_forward
-from .subgraph import HaloExchange, LocalGraph, load_problem, shared_assignment, sum_gradients_and_loss
+from .subgraph import HaloExchange, LocalGraph, global_correct, load_problem, shared_assignment, sum_gradients_and_loss
 
 MODES = ("sync", "pipe")
 
@@ -251,15 +251,13 @@ def fit(problem: Problem, mode: str, epochs: int, lr: float = 0.01, weight_decay
                 allreduce_s=reduce_s, used=used, sent=sent, grads_used=grads_used, grads_sent=grads_sent, **link_counts)
 
 
-def accuracy(problem: Problem, weights: dict[str, torch.Tensor], epoch: int = 0) -> tuple[float, float]:
+def global_val_test_accuracy(problem: Problem, weights: dict[str, torch.Tensor],
+                             epoch: int = 0) -> tuple[float, float]:
     """Collective: global validation and test accuracy of ``weights``, a synchronous forward."""
-    import torch.distributed as dist
-
-    masks, totals = problem.masks, problem.totals
+    totals = problem.totals
     with torch.no_grad():
-        pred = gcn_forward(weights, problem.x, problem.evaluate, epoch).argmax(1)
-    correct = torch.tensor([float((pred[masks[m]] == problem.y[masks[m]]).sum()) for m in ("val", "test")])
-    dist.all_reduce(correct)
+        logits = gcn_forward(weights, problem.x, problem.evaluate, epoch)
+    correct = global_correct(logits, problem.y, problem.masks)
     return float(correct[0]) / totals["val"], float(correct[1]) / totals["test"]
 
 
@@ -283,7 +281,7 @@ def train(dataset: str = "cora", mode: str = "pipe", partitioner: str = "metis",
     curve, best = [], (-1.0, 0.0, -1)
     with torch.no_grad(), comm.window("evaluate"):
         for ep, weights in out.pop("snapshots").items():
-            val, test = accuracy(problem, weights, ep)
+            val, test = global_val_test_accuracy(problem, weights, ep)
             curve.append((ep, val, test))
             if val > best[0]:
                 best = (val, test, ep)
@@ -330,7 +328,7 @@ def time_modes(dataset: str = "cora", pairs: int = 3, epochs: int = 30, partitio
     for mode, spec in zip(modes, links):
         dist.barrier()                   # every run starts together
         runs.append(fit(problem, mode, epochs, lr, weight_decay, eval_every=epochs, link=spec))
-        runs[-1]["test_acc"] = accuracy(problem, runs[-1].pop("snapshots")[epochs], epochs)[1]
+        runs[-1]["test_acc"] = global_val_test_accuracy(problem, runs[-1].pop("snapshots")[epochs], epochs)[1]
     keys = ["epoch_s", "wait_s", "allreduce_s", "losses", "test_acc"]
     link_keys = ["link_modeled_s", "link_slept_s", "link_bytes"]
     return dict(rank=dist.get_rank(), modes=modes, linked=[spec is not None for spec in links], link=link,

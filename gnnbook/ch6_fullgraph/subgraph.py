@@ -50,6 +50,9 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from ..graph.normalisation import gcn_edge_weights
+from ..training.train import correct_predictions
+
 MODELS = ("gcn", "sage")
 
 
@@ -106,11 +109,10 @@ def local_graph(graph, assignment: torch.Tensor, rank: int, model: str) -> Local
     position = torch.full((n,), -1, dtype=torch.int64)
     position[owned] = torch.arange(len(owned))
     position[halo] = len(owned) + torch.arange(len(halo))
-    in_deg = graph.in_degrees().float()
     if model == "gcn":
-        value = (graph.out_degrees()[src].float() * in_deg[dst]).rsqrt()
+        value = gcn_edge_weights(src, dst, graph.out_degrees(), graph.in_degrees())
     else:
-        value = 1.0 / in_deg[dst]
+        value = 1.0 / graph.in_degrees().float()[dst]
     adjacency = torch.sparse_coo_tensor(torch.stack([position[dst], position[src]]), value,
                                         (len(owned), len(owned) + len(halo))).coalesce()
     # my nodes with an out-edge into peer j's part are in j's halo; ascending id, as j orders them
@@ -219,6 +221,16 @@ def shared_assignment(graph, partitioner: str, seed: int) -> torch.Tensor:
     return assignment
 
 
+def global_correct(logits: torch.Tensor, labels: torch.Tensor, masks: dict[str, torch.Tensor]) -> torch.Tensor:
+    """Collective: the correct predictions on the ``val`` and ``test`` masks, summed over all processes, as a
+    float tensor ``[val, test]`` (divide by the global mask sizes for the accuracies)."""
+    import torch.distributed as dist
+
+    correct = torch.tensor([float(correct_predictions(logits[masks[m]], labels[masks[m]])) for m in ("val", "test")])
+    dist.all_reduce(correct)
+    return correct
+
+
 def sum_gradients_and_loss(w: dict[str, torch.Tensor], loss: torch.Tensor, all_reduce) -> float:
     """Sum every process's weight gradients and loss in one ``all_reduce`` (a Comm's, or
     ``torch.distributed.all_reduce``); the gradients are written back in place.  Returns the summed loss."""
@@ -272,9 +284,7 @@ def train(dataset: str = "cora", model: str = "gcn", partitioner: str = "metis",
         grad_bytes.append(comm.windows["gradients"][0] - before[1])
         rows.append(dict(compute_s=forward_backward - seconds[0] + step, halo_s=seconds[0], allreduce_s=allreduce))
     with torch.no_grad(), comm.window("evaluate"):
-        pred = forward(model, w, x_own, part, comm, [0.0]).argmax(1)
-        correct = torch.tensor([float((pred[masks[m]] == y_own[masks[m]]).sum()) for m in ("val", "test")])
-        dist.all_reduce(correct)
+        correct = global_correct(forward(model, w, x_own, part, comm, [0.0]), y_own, masks)
     summary = comm.summary()
     return dict(rank=rank, losses=losses, halo_bytes_sent=halo_bytes, gradient_bytes_sent=grad_bytes,
                 timeline=rows, owned=len(part.owned), halo=len(part.halo),
@@ -337,8 +347,8 @@ def reference(dataset: str = "cora", model: str = "gcn", epochs: int = 10, hidde
         opt.step()
         losses.append(float(loss))
     with torch.no_grad():
-        pred = layers[1](graph, torch.relu(layers[0](graph, x))).argmax(1)
-    acc = {m: int((pred[mask] == labels[mask]).sum()) / int(mask.sum())       # counts, as the K processes do
+        logits = layers[1](graph, torch.relu(layers[0](graph, x)))
+    acc = {m: correct_predictions(logits[mask], labels[mask]) / int(mask.sum())       # counts, as the K processes do
            for m, mask in ((m, graph.ndata[f"{m}_mask"]) for m in ("val", "test"))}
     if model == "gcn":
         weights = {name: getattr(layers[int(name[1]) - 1], "weight" if name[0] == "W" else "bias").detach()

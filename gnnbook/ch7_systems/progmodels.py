@@ -135,6 +135,8 @@ def graph_centric(kind: str, graph: dgl.DGLGraph, x: torch.Tensor, w: LayerWeigh
     backward through ``update_all``)."""
     with graph.local_scope():
         if _check_kind(kind) == "gcn":
+            # D^-1/2 written out here and in _gcn_program on purpose, not gnnbook.graph.normalisation's: the
+            # lesson is the same normalisation expressed in each programming model's own terms (7.1)
             src_norm = graph.out_degrees().float().clamp(min=1).pow(-0.5).unsqueeze(1)
             dst_norm = graph.in_degrees().float().clamp(min=1).pow(-0.5).unsqueeze(1)
             graph.srcdata["h"] = (x @ w.weight) * src_norm  # transform first: out is narrower than in
@@ -183,7 +185,7 @@ def _csc(graph: dgl.DGLGraph) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _gcn_program(x: np.ndarray, deg: np.ndarray, weight: np.ndarray, bias: np.ndarray) -> VertexProgram:
-    norm = deg.astype(np.float32) ** -0.5
+    norm = deg.astype(np.float32) ** -0.5   # the vertex program's own D^-1/2, in numpy (see graph_centric)
     return VertexProgram(
         scatter=lambda u: x[u] * norm[u],  # Scatter: the source's features, scaled by 1/sqrt(deg)
         gather=lambda values: np.sum(values, axis=0),  # Gather: sum over in-edges

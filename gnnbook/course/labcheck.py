@@ -49,7 +49,7 @@ def module_functions(module_name: str) -> tuple[str, ...]:
 
 
 # What a student's GCN layer (lab 2) must not call: DGL's and PyG's layers and normalisers, the
-# package's models and its programming-model layers (chapter 7).
+# package's models, its programming-model layers (chapter 7) and its one GCN normalisation (graph basics).
 GCN_REFERENCES: tuple[str, ...] = (
     "dgl.nn.pytorch.conv.graphconv:GraphConv.forward",
     "dgl.nn.pytorch.conv.graphconv:EdgeWeightNorm.forward",
@@ -61,6 +61,9 @@ GCN_REFERENCES: tuple[str, ...] = (
     "gnnbook.ch7_systems.progmodels:graph_centric",
     "gnnbook.ch7_systems.progmodels:vertex_centric",
     "gnnbook.ch7_systems.progmodels:layer",
+    "gnnbook.graph.normalisation:inverse_sqrt_degrees",
+    "gnnbook.graph.normalisation:gcn_edge_weights",
+    "gnnbook.graph.normalisation:gcn_dense_adjacency",
 )
 
 # What a student's GNNAutoScale history (lab 5b) must not call: the package's table and its forward.

@@ -61,7 +61,13 @@ def search_dirs() -> list[Path]:
     return list(dict.fromkeys(dirs))
 
 
-def sha256_of(path: Path) -> str:
+def sha256_of(path: str | Path) -> str:
+    """The SHA-256 of a file's bytes as hex, read in 1 MiB blocks (the one file digest of the package).
+
+    Example:
+        >>> sha256_of(__file__) == hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
+        True
+    """
     digest = hashlib.sha256()
     with open(path, "rb") as handle:
         for block in iter(lambda: handle.read(1 << 20), b""):

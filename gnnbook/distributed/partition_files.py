@@ -63,6 +63,8 @@ from typing import Any, Mapping
 import torch
 from tqdm.auto import tqdm
 
+from ..data.files import sha256_of
+
 METHODS = ("metis", "random")
 
 
@@ -402,16 +404,8 @@ def read_config(part_config: str | Path | OpenedPartition, verify: bool = True) 
     return dict(open_partition(part_config, verify=verify, node_data=False).config)
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def _digests(folder: Path, skip: Path) -> dict[str, str]:
-    return {p.relative_to(folder).as_posix(): _sha256(p) for p in sorted(folder.rglob("*"))
+    return {p.relative_to(folder).as_posix(): sha256_of(p) for p in sorted(folder.rglob("*"))
             if p.is_file() and p != skip}
 
 
@@ -435,7 +429,7 @@ def _verify_files(path: Path, config: dict[str, Any]) -> None:
         return
     if expected:
         for name, digest in expected.items():
-            actual = _sha256(path.parent / name)
+            actual = sha256_of(path.parent / name)
             if actual != digest:
                 raise PartitionError(f"partition file {path.parent / name} is damaged (truncated or modified): its "
                                      f"SHA-256 is {actual[:16]}..., {path.name} records {digest[:16]}...; "

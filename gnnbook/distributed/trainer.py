@@ -68,6 +68,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from ..base.seeding import set_seed
+from ..training.train import correct_predictions
 from . import emulation
 from .checkpoint import identity, load_checkpoint, resume_state, save_checkpoint
 from .config import TrainConfig, make_model, node_data_keys
@@ -118,7 +119,7 @@ def _evaluate(model, g, loader, feat_key: str, label_key: str) -> tuple[float, f
     with torch.no_grad():
         for input_nodes, seeds, blocks in loader:
             logits = model(blocks, g.ndata[feat_key][input_nodes])
-            correct += int((logits.argmax(-1) == g.ndata[label_key][seeds].long()).sum())
+            correct += correct_predictions(logits, g.ndata[label_key][seeds].long())
             total += len(seeds)
     return correct, total
 

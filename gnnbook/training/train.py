@@ -68,7 +68,24 @@ class TrainResult:
 
 
 def accuracy(logits: torch.Tensor, labels: torch.Tensor) -> float:
+    """The share of rows whose arg-max is their label, in one process (NaN for no rows).
+
+    Example:
+        >>> accuracy(torch.tensor([[0., 1.], [1., 0.]]), torch.tensor([1, 1]))
+        0.5
+    """
     return float((logits.argmax(-1) == labels).float().mean()) if len(labels) else float("nan")
+
+
+def correct_predictions(logits: torch.Tensor, labels: torch.Tensor) -> int:
+    """How many rows' arg-max is their label: the count that processes sum before dividing by the global
+    total (an accuracy over several processes; :func:`accuracy` is one process's share).
+
+    Example:
+        >>> correct_predictions(torch.tensor([[0., 1.], [1., 0.], [0., 2.]]), torch.tensor([1, 1, 1]))
+        2
+    """
+    return int((logits.argmax(-1) == labels).sum())
 
 
 def model_input(model: torch.nn.Module, feat: torch.Tensor, max_density: float = 0.1) -> torch.Tensor:

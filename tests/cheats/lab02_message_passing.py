@@ -1,5 +1,6 @@
 """Lab 2's cheats: the GCN layer (task 1) or the two-layer model (task 2) handed to DGL's GraphConv or
-EdgeWeightNorm, PyG's GCNConv, the package's programming-model layer or its normalised adjacencies.
+EdgeWeightNorm, PyG's GCNConv, the package's programming-model layer, its normalised adjacencies or its
+GCN normalisation.
 
 Each would pass the checks if nothing were refused: the package's layer and DGL's GraphConv compute
 exactly the layer asked for (out-degree of the sender, in-degree of the receiver, on the directed
@@ -51,6 +52,12 @@ CHEATS = [
         "adj = torch.sparse_coo_tensor(index, value, (g.num_nodes(), g.num_nodes()))\n"
         "return torch.sparse.mm(adj, h @ self.weight) + self.bias")},
         {0: "from gnnbook.ch6_fullgraph.spmm import normalised_adjacency as NORMALISED"}),
+    Cheat("the package's GCN edge weights", "direct", 1, {0: (
+        "from gnnbook.graph.normalisation import gcn_edge_weights\n"
+        "src, dst = g.edges()\n"
+        "value = gcn_edge_weights(src, dst, g.out_degrees(), g.in_degrees())\n"
+        "adj = torch.sparse_coo_tensor(torch.stack([dst, src]), value, (g.num_nodes(), g.num_nodes()))\n"
+        "return torch.sparse.mm(adj, h @ self.weight) + self.bias")}),
     Cheat("DGL's GraphConv through importlib", "importlib", 1, {0: (
         "import importlib\n"
         "graphconv = importlib.import_module('dgl.nn.pytorch.conv.' + 'graphconv').GraphConv\n"

@@ -1,5 +1,5 @@
 """Lab 10's cheats: the BPR loss handed to the package's or PyG's, one LightGCN step to PyG's LGConv,
-to its normalisation (gcn_norm, get_laplacian) or to DGL's GraphConv."""
+to its normalisation (gcn_norm, get_laplacian, the package's gcn_edge_weights) or to DGL's GraphConv."""
 from grading_cheats import Cheat
 
 RECSYS = "gnnbook.applications.recsys"
@@ -28,6 +28,11 @@ CHEATS = [
               "conv = dglnn.GraphConv(h.shape[1], h.shape[1], norm='both', weight=False, bias=False,\n"
               "                       allow_zero_in_degree=True)\n"
               "return conv(g, h)"}),
+    Cheat("the package's GCN edge weights", "direct", 2,
+          {0: "from gnnbook.graph.normalisation import gcn_edge_weights\n"
+              "deg = torch.bincount(edge_index[0], minlength=h.shape[0])\n"
+              "w = gcn_edge_weights(edge_index[0], edge_index[1], deg, deg)\n"
+              "return torch.zeros_like(h).index_add_(0, edge_index[1], h[edge_index[0]] * w.unsqueeze(1))"}),
     # task 1: my_bpr_loss(positive, negative)
     Cheat("package bpr_loss", "direct", 1, {0: f"from {RECSYS} import bpr_loss\nreturn bpr_loss(positive, negative)"}),
     Cheat("bpr_loss bound at import", "early-bound", 1, {0: "return PACKAGE_BPR(positive, negative)"},
