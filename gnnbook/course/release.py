@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import csv
 import io
-import multiprocessing
+import json
 import os
 import re
 import shutil
@@ -43,7 +43,6 @@ import sys
 import tempfile
 import warnings
 from collections import defaultdict
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import nbformat
@@ -192,11 +191,7 @@ def autograde(submissions: Path, labs: list[Path], grades_csv: Path, autograded:
             roots = [Path(tmp) / f"worker{i}" for i in range(len(shares))]
             for root in roots:              # the generated assignments and gradebook, once per worker
                 shutil.copytree(course.root, root)
-            context = multiprocessing.get_context("spawn")     # no fork of a process that holds kernels' sockets
-            with ProcessPoolExecutor(len(shares), mp_context=context) as pool:
-                results = pool.map(_grade_share, roots, [course.max_points] * len(shares),
-                                   [cell_timeout_s] * len(shares), shares)
-                graded = {pair: rows for share in results for pair, rows in share.items()}
+            graded = _grade_in_workers(roots, course.max_points, cell_timeout_s, shares, Path(tmp))
         rows = [row for pair in pairs for row in graded[pair]]
         if autograded is not None:
             if Path(autograded).exists():
@@ -209,12 +204,43 @@ def autograde(submissions: Path, labs: list[Path], grades_csv: Path, autograded:
     return rows
 
 
-def _grade_share(root: Path, max_points: dict, cell_timeout_s: float,
-                 pairs: list[tuple[str, Path]]) -> dict[tuple[str, Path], list[dict]]:
-    """One worker of :func:`autograde`: grade ``pairs`` in the course copy at ``root``."""
-    course = _Course(root, cell_timeout_s)
-    course.max_points = max_points
-    return {(student, notebook): course.grade(student, notebook) for student, notebook in pairs}
+def _grade_in_workers(roots: list[Path], max_points: dict, cell_timeout_s: float,
+                      shares: list[list[tuple[str, Path]]], tmp: Path) -> dict[tuple[str, Path], list[dict]]:
+    """Grade each share in a worker process of its own (``python -m gnnbook.course.release``), under the
+    course's process supervisor: a worker that fails stops them all, and nothing outlives the call."""
+    from ..base.procs import ProcessFailed, ProcessGroup
+
+    # at most every code cell of every submission at its deadline, plus start-up: a bound, not an estimate
+    cells = sum(sum(c.cell_type == "code" for c in nbformat.read(nb, as_version=4).cells) for share in shares
+                for _, nb in share)
+    package_root = str(Path(__file__).resolve().parents[2])
+    env = {"PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
+    outputs = []
+    try:
+        with ProcessGroup(deadline_s=cells * cell_timeout_s + 600, log_dir=tmp / "logs") as group:
+            for i, (root, share) in enumerate(zip(roots, shares)):
+                spec, out = tmp / f"worker{i}.json", tmp / f"worker{i}-rows.json"
+                spec.write_text(json.dumps(dict(root=str(root), max_points=max_points, cell_timeout_s=cell_timeout_s,
+                                                pairs=[[student, str(nb)] for student, nb in share])))
+                group.start(f"grader{i}", [sys.executable, "-m", "gnnbook.course.release", str(spec), str(out)], env)
+                outputs.append(out)
+            group.wait()
+    except ProcessFailed as exc:
+        raise ReleaseError(f"a grading worker failed: {exc}") from None
+    graded = {}
+    for out in outputs:
+        for student, notebook, rows in json.loads(out.read_text()):
+            graded[student, Path(notebook)] = rows
+    return graded
+
+
+def _grade_share(spec: Path, out: Path) -> None:
+    """One worker of :func:`autograde`: grade the pairs of ``spec`` in its course copy, rows to ``out``."""
+    job = json.loads(Path(spec).read_text())
+    course = _Course(Path(job["root"]), job["cell_timeout_s"])
+    course.max_points = job["max_points"]
+    rows = [[student, notebook, course.grade(student, Path(notebook))] for student, notebook in job["pairs"]]
+    Path(out).write_text(json.dumps(rows))
 
 
 def grades_summary(rows: list[dict]) -> str:
@@ -329,3 +355,7 @@ def _write_csv_atomic(path: Path, rows: list[dict]) -> None:
     writer.writeheader()
     writer.writerows(rows)
     write_text_atomic(path, buffer.getvalue())
+
+
+if __name__ == "__main__":      # a worker of autograde(jobs > 1): python -m gnnbook.course.release SPEC OUT
+    _grade_share(Path(sys.argv[1]), Path(sys.argv[2]))
