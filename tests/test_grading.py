@@ -10,8 +10,8 @@ Submissions, built from the released notebook or the teacher's:
 - the lab's *reference cheats* (tests/grading_cheats.py): one task's solution handed to a
   reference implementation, called directly, bound before the check, or through importlib.
 
-One `autograde` call grades the solution (which records the values for the typed cheat), a
-second grades every cheat.  The solution and the release run in full; a cheat skips the lab's
+One `autograde` call grades the solution (which records the values for the typed cheat) and the
+release side by side, a second grades the other cheats.  The solution and the release run in full; a cheat skips the lab's
 own experiments (a student may delete any cell that is not a solution or a check), and every
 check it fails must fail on what it measured, not on a missing name.  `make test` runs one
 reference cheat of each kind per lab (spread over its tasks); `make test-cheats` runs them all.
@@ -172,19 +172,20 @@ def test_only_the_solution_earns_points(name, tmp_path):
     record.mkdir()
     solution = with_checks_wrapped(solution, lambda check: RECORD.format(
         names=read_names(sources[_grade_id(check)]), path=str(record / f"{_grade_id(check)}.pkl")))
-    marks, executed = grade(lab, {"solution": solution}, tmp_path / "first")
+    # the two full runs side by side (as a teacher with `--jobs 2`): the solution and the untouched release
+    first, executed = grade(lab, {"solution": solution, "release": released}, tmp_path / "first", jobs=2)
     for task in tasks:
-        points, most = marks["solution"][task]
+        points, most = first["solution"][task]
         assert most > 0 and points == most, (f"the solution scores {points}/{most} on task {task}: "
                                              f"{errors(executed / 'solution' / lab.stem / lab.name)}")
 
-    cheats = {"release": released,
-              "typed": without_runs(with_checks_wrapped(released, lambda check: TYPE.format(
-                  path=str(record / f"{_grade_id(check)}.pkl"))))}
+    cheats = {"typed": without_runs(with_checks_wrapped(released, lambda check: TYPE.format(
+        path=str(record / f"{_grade_id(check)}.pkl"))))}
     names = {f"cheat{i}": cheat for i, cheat in enumerate(CHEATS[name] if ALL_CHEATS else one_of_each_kind(CHEATS[name]))}
     cheats |= {student: without_runs(apply_cheat(released, sources, cheat)) for student, cheat in names.items()}
     # the cheats two at a time (as a teacher with `--jobs 2`): each is mostly a kernel start and the lab's imports
     marks, executed = grade(lab, cheats, tmp_path / "second", jobs=2)
+    marks["release"] = first["release"]
     scored = {}
     for student in ("release", "typed"):
         scored |= {f"{student} task {t}": marks[student][t] for t in tasks if marks[student][t][0] > 0}
