@@ -45,6 +45,7 @@ from .config import TrainConfig
 from .emulation import preflight
 from .launcher import Job, JobPlan, LaunchError, plan_job, read_host_file, render, run_with_fresh_ports
 from .partition_files import OpenedPartition, open_partition
+from .progress import EpochProgress
 from .repeatable import check_repeatable
 
 RUN_DEADLINE_S = 600.0  # any script: its work is unknown
@@ -171,9 +172,10 @@ class LocalCluster:
     def trainer_command(self, config: TrainConfig) -> list[str]:
         return [sys.executable, "-m", "gnnbook.distributed.trainer", "--part-config", str(self.part_config), *config.to_argv()]
 
-    def train(self, config: TrainConfig | dict[str, Any] | None = None) -> dict[str, Any]:
+    def train(self, config: TrainConfig | dict[str, Any] | None = None, progress: bool = False) -> dict[str, Any]:
         """Run the gnnbook trainer; return its JSON result (plus ``wall_seconds``).
-        Without a ``deadline_s``, the deadline is :func:`default_deadline_s`."""
+        Without a ``deadline_s``, the deadline is :func:`default_deadline_s`.  ``progress``: a bar of
+        the epochs as rank 0 logs them, with the time left before the deadline (:mod:`.progress`)."""
         config = config if isinstance(config, TrainConfig) else TrainConfig(**(config or {}))
         folder = self.new_job_dir()
         out = folder / "result.json"
@@ -185,7 +187,8 @@ class LocalCluster:
         world = self.num_trainers * num_parts
         deadline = self.deadline_s or default_deadline_s(self.partition, config, world)
         start = time.perf_counter()
-        self.run(self.trainer_command(config), folder, deadline)
+        with EpochProgress(folder / "logs" / "trainer-m0-r0.log", config.epochs, deadline, enabled=progress):
+            self.run(self.trainer_command(config), folder, deadline)
         if not out.is_file():
             raise LaunchError(f"the job ended without error but its trainer wrote no result ({out})")
         result = json.loads(out.read_text())

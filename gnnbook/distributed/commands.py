@@ -121,7 +121,8 @@ def _dist_train(args: argparse.Namespace) -> int:
         if args.dry_run:
             print(cluster.dry_run(config))
             return 0
-        result = cluster.train(config)
+        # the epochs as a bar on a terminal's stderr (stdout stays the JSON result)
+        result = cluster.train(config, progress=sys.stderr.isatty() and not args.no_progress)
         tag = cluster.last_plan.job_tag
     result["part_config"] = str(part_config)
     result["shm_segments_left"] = [p.name for p in job_segments(tag)]
@@ -276,6 +277,8 @@ def register(subparsers: Any) -> None:
     p.add_argument("--option", action="append", default=[], help="synthetic dataset option KEY=VALUE, repeatable")
     p.add_argument("--no-baseline", action="store_true", help="skip the single-process comparison")
     p.add_argument("--history", action="store_true", help="include per-epoch history in the JSON")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no bar of the epochs on stderr (shown by default when stderr is a terminal)")
     _add_job_options(p)
     TrainConfig.add_arguments(p)
     _explain_train_options(p)
