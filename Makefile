@@ -94,6 +94,7 @@ course: venv
 # The course website (build/site/index.html) from the executed notebooks of `make course`.
 site: venv
 	$(VENV)/bin/python -m gnnbook site --executed build/course --out build/site
+	$(VENV)/bin/python -m gnnbook site --executed build/course --out build/site-solutions --solutions
 
 # Regenerate requirements.lock after changing a pin in pyproject.toml (pip-tools, from the dev extras; needs the
 # package index). Linux x86-64, Python 3.11: the platform the lock was resolved for.

@@ -103,21 +103,49 @@ class _Links(HTMLParser):
             self.images.append(attrs.get("src"))
 
 
+BIB = """@article{gauss1786sums,
+  author = {Carl Friedrich Gauss}, title = {On Sums}, journal = {Nowhere}, year = {1786}, doi = {10.0000/sums},
+}
+"""
+
+
+def test_students_edition_has_no_solution_and_the_teachers_folds_it(course, tmp_path):
+    _, executed = course
+    bib = tmp_path / "references.bib"
+    bib.write_text(BIB)
+    students = build_site(executed, tmp_path / "site", bibfile=bib).parent
+    pages = re.sub(r"<[^>]+>", "", "".join(p.read_text() for p in students.rglob("*.html")))   # text, not markup
+    sources = "".join(p.read_text() for p in students.rglob("*.ipynb"))    # what the download button gives
+    assert "answer_of_lab_one" not in pages + sources and "raise NotImplementedError()" in pages, \
+        "the students' edition: the solution region is a stub, on the page and in the download"
+    assert "solutions are not in it" in (students / "index.html").read_text()
+    references = (students / "references.html").read_text()
+    assert "on sums" in references.lower() and "doi.org/10.0000/sums" in references, "references.bib on its own page"
+    teachers = build_site(executed, tmp_path / "site-solutions", solutions=True, bibfile=bib).parent
+    lab = (teachers / "notebooks" / "lab01_quiet.html").read_text()
+    folded = re.search(r"<details[^>]*>(?:(?!</details>).)*answer_of_lab_one", lab, re.S)
+    assert folded, "the solutions edition: a lab's solution is on its page folded away, shown on a click"
+    assert "solutions" in (teachers / "index.html").read_text()
+
+
 def test_site_has_every_page_image_and_link_and_needs_no_network(course):
     _, executed = course
     index = build_site(executed, executed.parent / "site")
     site = index.parent
-    pages = {p: _Links() for p in site.rglob("*.html")}
+    # the pages (the theme also copies a Jinja template, webpack-macros.html, among its static files)
+    pages = {p: _Links() for p in site.rglob("*.html") if "_static" not in p.relative_to(site).parts}
     for page, parser in pages.items():
         parser.feed(page.read_text())
     names = {p.relative_to(site).as_posix() for p in pages}
-    assert {"index.html", "notebooks/01_tiny.html", "notebooks/lab01_quiet.html"} <= names
-    lab = (site / "notebooks" / "lab01_quiet.html").read_text()
-    folded = re.search(r"<details[^>]*>(?:(?!</details>).)*answer_of_lab_one", lab, re.S)
-    assert folded, "a lab's solution is on the page folded away (hide-input), shown on a click"
+    assert {"index.html", "claims.html", "references.html", "notebooks/01_tiny.html",
+            "notebooks/lab01_quiet.html"} <= names
     home = index.read_text()
-    assert "Chapter map" in home and "引言" in home and "the sum of 0..9" in home, "chapter map and claims table"
+    assert "Chapter map" in home and "引言" in home and "claims.html" in home, "chapter map, a link to the claims"
+    assert "the sum of 0..9" in (site / "claims.html").read_text(), "the claims table on its own page"
     assert "1.1 Graph neural networks · 图神经网络" in home, "section titles in the navigation"
+    tiny = (site / "notebooks" / "01_tiny.html").read_text()
+    assert "01_tiny.ipynb" in tiny and (site / "_sources" / "notebooks" / "01_tiny.ipynb").is_file(), \
+        "the download button gives the page's notebook"
     figures = [o for c in nbformat.read(executed / "01_tiny.ipynb", as_version=4).cells
                for o in c.get("outputs", []) if "image/png" in o.get("data", {})]
     assert len(figures) == 1 and len(pages[site / "notebooks" / "01_tiny.html"].images) >= 1, "the figure"

@@ -60,7 +60,7 @@ def _course(args: argparse.Namespace) -> int:
 def _site(args: argparse.Namespace) -> int:
     from .site import build_site
 
-    print(f"site: {build_site(Path(args.executed), Path(args.out))}")
+    print(f"site: {build_site(Path(args.executed), Path(args.out), solutions=args.solutions)}")
     return 0
 
 
@@ -92,4 +92,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--executed", default=str(REPO_ROOT / "build" / "course"),
                    help="the executed notebooks of `make course` (default: build/course/)")
     p.add_argument("--out", default=str(REPO_ROOT / "build" / "site"), help="the website's folder (default: build/site/)")
+    p.add_argument("--solutions", action="store_true",
+                   help="the teachers' edition: each lab's solution on its page, folded (default: the students' "
+                        "edition, without solutions)")
     p.set_defaults(func=_site)

@@ -4,10 +4,13 @@ Book: none (the course website).
 
 Used in: no notebook directly.
 
-The home page holds the chapter map (the book's nine chapters, with their
-original titles, and the notebooks and labs that cover each, then the
-industry labs beyond the book) and the course's claims table; the navigation lists every notebook with its section headings, which
-carry the book's section numbers and original titles.  The site works
+The pages are in the book theme (sphinx-book-theme: a download button on every page gives its
+notebook).  The home page holds the chapter map (the book's nine chapters, with their original
+titles, and the notebooks and labs that cover each, then the industry labs beyond the book); the
+claims table and the references (``references.bib``, by sphinxcontrib-bibtex) are pages of their
+own; the navigation lists every notebook with its section headings, which carry the book's section
+numbers and original titles.  Two editions: the students' (no lab solution anywhere) and the
+teachers' (``--solutions``: each solution folded on its lab's page).  The site works
 offline: MathJax is served from the site itself (the copy that the
 ``jupyter-server-mathjax`` package ships), and no widget script is fetched
 from a CDN.
@@ -29,6 +32,13 @@ import nbformat
 
 from ..base.errors import UserError
 from .course_run import SUMMARY, claims_table
+from .release import BEGIN_SOLUTION
+
+BEGIN_HIDDEN = "### BEGIN HIDDEN TESTS"
+_SOLUTION = re.compile(r"^([ \t]*)### BEGIN SOLUTION\n.*?^[ \t]*### END SOLUTION[ \t]*$", re.S | re.M)
+_HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS\n.*?^[ \t]*### END HIDDEN TESTS[ \t]*\n?", re.S | re.M)
+# The papers and datasets the course cites (the References page), at the repository's root.
+BIBFILE = Path(__file__).resolve().parents[2] / "references.bib"
 
 # The book's chapters, with the original titles (COURSE_PLAN, "the original section titles").
 BOOK_CHAPTERS = {
@@ -54,14 +64,20 @@ FONT_STACK = ("'Helvetica Neue', Arial, 'Noto Sans CJK SC', 'Source Han Sans SC'
 CONF = '''\
 FONT_STACK = "{font_stack}"        # CJK fallbacks for the Chinese titles
 project = "Parallel and Distributed GNN Training"
-extensions = ["myst_nb"]
+extensions = ["myst_nb", "sphinxcontrib.bibtex"]
 nb_execution_mode = "off"          # the notebooks were executed by `make course`
 nb_ipywidgets_js = {}              # no widget scripts from a CDN: progress bars stay text
 myst_enable_extensions = ["dollarmath", "amsmath"]
-html_theme = "alabaster"
-html_theme_options = {"sidebar_collapse": False, "font_family": FONT_STACK, "head_font_family": FONT_STACK}
-html_sidebars = {"**": ["navigation.html", "searchbox.html"]}
+bibtex_bibfiles = {bibfiles}
+bibtex_default_style = "plain"
+html_title = "Parallel and Distributed GNN Training{edition}"
+html_theme = "sphinx_book_theme"
+# The download button offers each page's notebook (.ipynb) and a printable page; nothing links out.
+html_theme_options = {"use_download_button": True, "use_fullscreen_button": False, "show_toc_level": 2,
+                      "home_page_in_toc": True, "use_repository_button": False, "navigation_with_keys": False}
 html_static_path = ["_static"]
+html_css_files = ["fonts.css"]
+html_copy_source = True            # the download button serves the notebooks from _sources
 # MathJax 2 from the site itself, so that pages render offline.
 mathjax_path = "mathjax/MathJax.js?config=TeX-AMS-MML_HTMLorMML"
 mathjax2_config = {"tex2jax": {"inlineMath": [["\\\\(", "\\\\)"]], "displayMath": [["\\\\[", "\\\\]"]],
@@ -69,6 +85,8 @@ mathjax2_config = {"tex2jax": {"inlineMath": [["\\\\(", "\\\\)"]], "displayMath"
 exclude_patterns = ["_build"]
 suppress_warnings = ["mystnb.unknown_mime_type", "misc.highlighting_failure"]
 '''
+# The theme's fonts, with CJK fallbacks (pydata-sphinx-theme reads these variables).
+FONTS_CSS = ":root {{ --pst-font-family-base: {stack}; --pst-font-family-heading: {stack}; }}\n"
 
 
 def chapter_of(name: str) -> int | None:
@@ -108,28 +126,46 @@ def notebook_title(path: Path) -> str:
     return Path(path).stem
 
 
-def index_page(notebooks: list[Path], claims_rows: list[dict] | None) -> str:
-    """The home page: chapter map, claims table and the navigation's table of contents."""
+def index_page(notebooks: list[Path], claims_rows: list[dict] | None, solutions: bool = False) -> str:
+    """The home page: the chapter map and the navigation's table of contents (chapters, labs, then the
+    claims table and the references, each a page of its own)."""
     chapters = [p for p in notebooks if not p.stem.startswith("lab")]
     labs = [p for p in notebooks if p.stem.startswith("lab")]
+    edition = ("This is the **solutions** edition: each lab's solution is on its page, folded (click to show)."
+               if solutions else "This is the students' edition: the labs' solutions are not in it "
+               "(a teacher builds the solutions edition with `make site`).")
     lines = ["# Parallel and Distributed GNN Training · 大规模图神经网络分布式训练", "",
              "Every chapter of the course is a notebook that measures what the book claims and asserts it; "
-             "these pages show one executed run of every notebook (`make course`).", "",
+             "these pages show one executed run of every notebook (`make course`). Each page's download button "
+             "gives its notebook. " + edition, "",
              "## Chapter map", "", "| book chapter | notebooks |", "|---|---|"]
     for row, covered in chapter_map(notebooks).items():
         links = ", ".join(f"[{notebook_title(p)}](notebooks/{p.stem}.ipynb)" for p in covered) or "not in this build"
         lines.append(f"| {row} | {links.replace('|', '·')} |")
-    lines += ["", "## Claims: published vs measured", ""]
-    if claims_rows:
-        lines.append(claims_table(claims_rows, markdown=True))
-    else:
-        lines.append("No claims table: run `make course` first.")
+    lines += ["", "The claims every notebook measured, against the papers: [Claims](claims.md). "
+              "Every paper and dataset cited: [References](references.md).",
+              "" if claims_rows else "(No claims table yet: run `make course` first.)"]
     for caption, group in (("Chapters", chapters), ("Labs", labs)):
         if group:
             lines += ["", "```{toctree}", f":caption: {caption}", ":maxdepth: 2", ""]
             lines += [f"notebooks/{p.stem}" for p in group]
             lines.append("```")
+    lines += ["", "```{toctree}", ":caption: The course", "", "claims", "references", "```"]
     return "\n".join(lines) + "\n"
+
+
+def claims_page(claims_rows: list[dict] | None) -> str:
+    """The claims table of ``make course``: each claim, its kind and source, published and measured."""
+    table = claims_table(claims_rows, markdown=True) if claims_rows else "No claims table: run `make course` first."
+    return "# Claims: published vs measured\n\n" + table + "\n"
+
+
+def references_page(bibfile: Path | None) -> str:
+    """Every entry of ``references.bib`` (the papers and datasets the claims cite), by sphinxcontrib-bibtex."""
+    if bibfile is None:
+        return "# References\n\nNo references.bib in this build.\n"
+    return ("# References\n\nThe papers and datasets the course cites; a claim's source names its key "
+            "(for example `kipf2017gcn, table 2`).\n\n```{bibliography}\n:all:\n```\n")
 
 
 def mathjax_dir() -> Path:
@@ -139,23 +175,35 @@ def mathjax_dir() -> Path:
     return Path(jupyter_server_mathjax.__file__).parent / "static"
 
 
-def fold_solutions(notebook: Path, dest: Path) -> None:
-    """Copy ``notebook`` to ``dest`` with every lab solution cell folded away on the page
-    (MyST-NB's ``hide-input`` tag: the reader clicks to see the code), so that a student who
-    reads the website after trying a lab sees the solution only when they ask for it."""
+def page_notebook(notebook: Path, dest: Path, solutions: bool) -> None:
+    """Copy ``notebook`` to ``dest`` as its page shows it.  Solutions edition: every lab solution cell folded
+    away (MyST-NB's ``hide-input`` tag: the reader clicks to see the code).  Students' edition: each solution
+    region replaced by the stub a student gets (nbgrader's) and the cell's outputs dropped, and hidden tests
+    removed, so the page holds no line of an answer."""
     nb = nbformat.read(notebook, as_version=4)
     for cell in nb.cells:
-        if cell.cell_type == "code" and "### BEGIN SOLUTION" in cell.source:
+        if cell.cell_type != "code":
+            continue
+        if solutions and BEGIN_SOLUTION in cell.source:
             tags = cell.metadata.setdefault("tags", [])
             if "hide-input" not in tags:
                 tags.append("hide-input")
+        elif not solutions and (BEGIN_SOLUTION in cell.source or BEGIN_HIDDEN in cell.source):
+            cell.source = _HIDDEN.sub("", _SOLUTION.sub(
+                lambda m: f"{m.group(1)}# YOUR CODE HERE\n{m.group(1)}raise NotImplementedError()", cell.source))
+            cell.outputs = []
     nbformat.write(nb, dest)
 
 
-def build_site(executed: Path, out: Path, notebooks: list[Path] | None = None) -> Path:
+def build_site(executed: Path, out: Path, notebooks: list[Path] | None = None, solutions: bool = False,
+               bibfile: Path | None = BIBFILE) -> Path:
     """Build the website from the executed notebooks in ``executed`` into ``out``; returns ``out/index.html``.
+    ``solutions``: the teachers' edition, with the labs' solutions folded on their pages (the students'
+    edition has none).  ``out`` is replaced only when Sphinx succeeds.
 
-    ``out`` is replaced only when Sphinx succeeds.
+    Example:
+        >>> build_site(Path("build/course"), Path("build/site"))  # doctest: +SKIP
+        PosixPath('build/site/index.html')
     """
     executed, out = Path(executed), Path(out)
     notebooks = sorted(executed.glob("*.ipynb")) if notebooks is None else [Path(p) for p in notebooks]
@@ -165,14 +213,22 @@ def build_site(executed: Path, out: Path, notebooks: list[Path] | None = None) -
                         "`make course NOTEBOOKS=\"chapters/02_gnn_models.ipynb\"` for a few), then `make site`.")
     summary = executed / SUMMARY
     rows = json.loads(summary.read_text()) if summary.exists() else None
+    bibfile = bibfile if bibfile is not None and Path(bibfile).is_file() else None
     with tempfile.TemporaryDirectory(prefix="gnnbook-site-") as tmp:
         src, html = Path(tmp) / "src", Path(tmp) / "html"
         (src / "notebooks").mkdir(parents=True)
         for nb in notebooks:
-            fold_solutions(nb, src / "notebooks" / nb.name)
-        (src / "conf.py").write_text(CONF.replace("{font_stack}", FONT_STACK))
-        (src / "index.md").write_text(index_page(notebooks, rows))
+            page_notebook(nb, src / "notebooks" / nb.name, solutions)
+        (src / "conf.py").write_text(CONF.replace("{font_stack}", FONT_STACK)
+                                     .replace("{bibfiles}", repr(["references.bib"] if bibfile else []))
+                                     .replace("{edition}", " (solutions)" if solutions else ""))
+        (src / "index.md").write_text(index_page(notebooks, rows, solutions))
+        (src / "claims.md").write_text(claims_page(rows))
+        (src / "references.md").write_text(references_page(bibfile))
+        if bibfile:
+            shutil.copy(bibfile, src / "references.bib")
         shutil.copytree(mathjax_dir(), src / "_static" / "mathjax")
+        (src / "_static" / "fonts.css").write_text(FONTS_CSS.format(stack=FONT_STACK))
         result = subprocess.run([sys.executable, "-m", "sphinx", "-b", "html", "-q", str(src), str(html)],
                                 capture_output=True, text=True)
         if result.returncode != 0:
