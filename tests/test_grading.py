@@ -10,8 +10,8 @@ Submissions, built from the released notebook or the teacher's:
 - the lab's *reference cheats* (tests/grading_cheats.py): one task's solution handed to a
   reference implementation, called directly, bound before the check, or through importlib.
 
-One `autograde` call grades the solution (which records the values for the typed cheat) and the
-release side by side, a second grades the other cheats.  The solution and the release run in full; a cheat skips the lab's
+One `autograde` call grades every selected lab's solution (which records the values for the typed
+cheat) and release, two at a time; a second grades the other cheats.  The solution and the release run in full; a cheat skips the lab's
 own experiments (a student may delete any cell that is not a solution or a check), and every
 check it fails must fail on what it measured, not on a missing name.  `make test` runs one
 reference cheat of each kind per lab (spread over its tasks); `make test-cheats` runs them all.
@@ -127,16 +127,19 @@ def without_runs(nb) -> nbformat.NotebookNode:
     return out
 
 
-def grade(lab: Path, submissions: dict[str, nbformat.NotebookNode], folder: Path, jobs: int = 1) -> tuple[dict, Path]:
-    """Autograde ``submissions`` (student name -> notebook), ``jobs`` at a time; returns
-    {student: {task: (points, most)}} and the folder of executed notebooks."""
-    for student, nb in submissions.items():
-        (folder / "in" / student).mkdir(parents=True)
-        nbformat.write(nb, folder / "in" / student / lab.name)
-    rows = autograde(folder / "in", [lab], folder / "grades.csv", folder / "autograded", jobs=jobs)
-    table: dict[str, dict[int, tuple[float, float]]] = {}
+def grade(labs: list[Path], submissions: dict[tuple[str, str], nbformat.NotebookNode], folder: Path,
+          jobs: int = 2) -> tuple[dict, Path]:
+    """Autograde ``submissions`` ((student, lab stem) -> notebook), ``jobs`` at a time, in one call; returns
+    {(student, lab stem): {task: (points, most)}} and the folder of executed notebooks."""
+    by_stem = {lab.stem: lab for lab in labs}
+    for (student, stem), nb in submissions.items():
+        (folder / "in" / student).mkdir(parents=True, exist_ok=True)
+        nbformat.write(nb, folder / "in" / student / by_stem[stem].name)
+    used = sorted({stem for _, stem in submissions})
+    rows = autograde(folder / "in", [by_stem[s] for s in used], folder / "grades.csv", folder / "autograded", jobs=jobs)
+    table: dict[tuple[str, str], dict[int, tuple[float, float]]] = {}
     for r in rows:
-        table.setdefault(r["student"], {})[int(r["task"][4:])] = (r["points"], r["max_points"])
+        table.setdefault((r["student"], r["lab"]), {})[int(r["task"][4:])] = (r["points"], r["max_points"])
     return table, folder / "autograded"
 
 
@@ -154,45 +157,69 @@ def failed_for_another_reason(notebook: Path, task: int) -> dict[str, str]:
             if _task(gid) == task and (e.startswith("NameError") or "NotImplementedError" in e)}
 
 
-@pytest.mark.timeout(1800)
+def _selected(request) -> list[str]:
+    """The labs whose test this session runs (``-k lab04`` grades lab 4 only)."""
+    names = {item.callspec.params["name"] for item in request.session.items
+             if getattr(item, "originalname", "") == "test_only_the_solution_earns_points" and hasattr(item, "callspec")}
+    return sorted(names) or GRADED
+
+
+@pytest.fixture(scope="module")
+def graded(request, tmp_path_factory) -> dict[str, dict]:
+    """Every selected lab graded in two `autograde` calls of two workers each (as a teacher with `--jobs 2`):
+    first the solutions (recording what the typed cheat types) and the untouched releases, then the typed and
+    the reference cheats.  One call for all labs keeps both workers busy: a lab's solution run is long, its
+    cheats short."""
+    tmp = tmp_path_factory.mktemp("grading")
+    labs, first_round, plans, tasks = [LABS[name] for name in _selected(request)], {}, {}, {}
+    for lab in labs:
+        teacher = annotate(nbformat.read(lab, as_version=4), lab.name)
+        (student,) = release([lab], tmp / "release" / lab.stem)
+        released = nbformat.read(student, as_version=4)
+        sources = {_grade_id(c): c.source for c in teacher.cells if _grade_id(c)}
+        solution = nbformat.from_dict(released)
+        for cell in solution.cells:
+            if "solution" in _grade_id(cell):
+                cell.source = sources[_grade_id(cell)]
+        record = tmp / "typed" / lab.stem
+        record.mkdir(parents=True)
+        first_round[("solution", lab.stem)] = with_checks_wrapped(solution, lambda check, r=record, s=sources: RECORD.format(
+            names=read_names(s[_grade_id(check)]), path=str(r / f"{_grade_id(check)}.pkl")))
+        first_round[("release", lab.stem)] = released
+        plans[lab.stem] = (released, sources, record)
+        tasks[lab.stem] = sorted({_task(i) for i in sources})
+    first, first_executed = grade(labs, first_round, tmp / "first")
+    second_round, names = {}, {}
+    for lab in labs:
+        released, sources, record = plans[lab.stem]
+        second_round[("typed", lab.stem)] = without_runs(with_checks_wrapped(released, lambda check, r=record: TYPE.format(
+            path=str(r / f"{_grade_id(check)}.pkl"))))
+        cheats = CHEATS[lab.stem] if ALL_CHEATS else one_of_each_kind(CHEATS[lab.stem])
+        names[lab.stem] = {f"cheat{i}": cheat for i, cheat in enumerate(cheats)}
+        for student, cheat in names[lab.stem].items():
+            second_round[(student, lab.stem)] = without_runs(apply_cheat(released, sources, cheat))
+    second, second_executed = grade(labs, second_round, tmp / "second")
+    return {lab.stem: dict(first=first, first_executed=first_executed, second=second,
+                           second_executed=second_executed, cheats=names[lab.stem], tasks=tasks[lab.stem])
+            for lab in labs}
+
+
+@pytest.mark.timeout(3600)
 @pytest.mark.parametrize("name", GRADED)
-def test_only_the_solution_earns_points(name, tmp_path):
-    lab = LABS[name]
-    teacher = annotate(nbformat.read(lab, as_version=4), lab.name)
-    (student,) = release([lab], tmp_path / "release")
-    released = nbformat.read(student, as_version=4)
-    sources = {_grade_id(c): c.source for c in teacher.cells if _grade_id(c)}
-    tasks = sorted({_task(i) for i in sources})
-
-    solution = nbformat.from_dict(released)
-    for cell in solution.cells:
-        if "solution" in _grade_id(cell):
-            cell.source = sources[_grade_id(cell)]
-    record = tmp_path / "typed"
-    record.mkdir()
-    solution = with_checks_wrapped(solution, lambda check: RECORD.format(
-        names=read_names(sources[_grade_id(check)]), path=str(record / f"{_grade_id(check)}.pkl")))
-    # the two full runs side by side (as a teacher with `--jobs 2`): the solution and the untouched release
-    first, executed = grade(lab, {"solution": solution, "release": released}, tmp_path / "first", jobs=2)
-    for task in tasks:
-        points, most = first["solution"][task]
+def test_only_the_solution_earns_points(name, graded):
+    lab, run = LABS[name], graded[name]
+    solution = run["first"][("solution", name)]
+    assert sorted(solution) == run["tasks"], f"{name}: graded tasks {sorted(solution)}, the lab has {run['tasks']}"
+    for task, (points, most) in solution.items():
         assert most > 0 and points == most, (f"the solution scores {points}/{most} on task {task}: "
-                                             f"{errors(executed / 'solution' / lab.stem / lab.name)}")
-
-    cheats = {"typed": without_runs(with_checks_wrapped(released, lambda check: TYPE.format(
-        path=str(record / f"{_grade_id(check)}.pkl"))))}
-    names = {f"cheat{i}": cheat for i, cheat in enumerate(CHEATS[name] if ALL_CHEATS else one_of_each_kind(CHEATS[name]))}
-    cheats |= {student: without_runs(apply_cheat(released, sources, cheat)) for student, cheat in names.items()}
-    # the cheats two at a time (as a teacher with `--jobs 2`): each is mostly a kernel start and the lab's imports
-    marks, executed = grade(lab, cheats, tmp_path / "second", jobs=2)
-    marks["release"] = first["release"]
-    scored = {}
-    for student in ("release", "typed"):
-        scored |= {f"{student} task {t}": marks[student][t] for t in tasks if marks[student][t][0] > 0}
-    for student, cheat in names.items():
-        points, most = marks[student][cheat.task]
+                                             f"{errors(run['first_executed'] / 'solution' / lab.stem / lab.name)}")
+    scored = {f"release task {t}": pm for t, pm in run["first"][("release", name)].items() if pm[0] > 0}
+    scored |= {f"typed task {t}": pm for t, pm in run["second"][("typed", name)].items() if pm[0] > 0}
+    for student, cheat in run["cheats"].items():
+        executed = run["second_executed"] / student / lab.stem / lab.name
+        points, most = run["second"][(student, name)][cheat.task]
         if points > 0:
-            scored[f"{cheat.name} (task {cheat.task})"] = (points, most, errors(executed / student / lab.stem / lab.name))
-        wrong = failed_for_another_reason(executed / student / lab.stem / lab.name, cheat.task)
+            scored[f"{cheat.name} (task {cheat.task})"] = (points, most, errors(executed))
+        wrong = failed_for_another_reason(executed, cheat.task)
         assert not wrong, f"{name}: the cheat {cheat.name!r} is built wrongly (a check missed a name or met an unsolved task): {wrong}"
     assert not scored, f"{name}: cheats that earned points: {scored}"
