@@ -103,7 +103,7 @@ class _Links(HTMLParser):
             self.images.append(attrs.get("src"))
 
 
-BIB = """@article{gauss1786sums,
+BIB = """@article{Gauss,
   author = {Carl Friedrich Gauss}, title = {On Sums}, journal = {Nowhere}, year = {1786}, doi = {10.0000/sums},
 }
 """
@@ -121,6 +121,8 @@ def test_students_edition_has_no_solution_and_the_teachers_folds_it(course, tmp_
     assert "solutions are not in it" in (students / "index.html").read_text()
     references = (students / "references.html").read_text()
     assert "on sums" in references.lower() and "doi.org/10.0000/sums" in references, "references.bib on its own page"
+    claims = (students / "claims.html").read_text()
+    assert 'href="references.html#' in claims, "a claim's source links to its reference (its key: Gauss)"
     teachers = build_site(executed, tmp_path / "site-solutions", solutions=True, bibfile=bib).parent
     lab = (teachers / "notebooks" / "lab01_quiet.html").read_text()
     folded = re.search(r"<details[^>]*>(?:(?!</details>).)*answer_of_lab_one", lab, re.S)

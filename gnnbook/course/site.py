@@ -39,6 +39,7 @@ _SOLUTION = re.compile(r"^([ \t]*)### BEGIN SOLUTION\n.*?^[ \t]*### END SOLUTION
 _HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS\n.*?^[ \t]*### END HIDDEN TESTS[ \t]*\n?", re.S | re.M)
 # The papers and datasets the course cites (the References page), at the repository's root.
 BIBFILE = Path(__file__).resolve().parents[2] / "references.bib"
+_BIB_KEY = re.compile(r"^@\w+\s*\{\s*([^,\s]+)\s*,", re.M)
 
 # The book's chapters, with the original titles (COURSE_PLAN, "the original section titles").
 BOOK_CHAPTERS = {
@@ -154,10 +155,30 @@ def index_page(notebooks: list[Path], claims_rows: list[dict] | None, solutions:
     return "\n".join(lines) + "\n"
 
 
-def claims_page(claims_rows: list[dict] | None) -> str:
-    """The claims table of ``make course``: each claim, its kind and source, published and measured."""
-    table = claims_table(claims_rows, markdown=True) if claims_rows else "No claims table: run `make course` first."
-    return "# Claims: published vs measured\n\n" + table + "\n"
+def bib_keys(bibfile: Path | None) -> set[str]:
+    """The entry keys of a BibTeX file (none without one)."""
+    return set(_BIB_KEY.findall(Path(bibfile).read_text())) if bibfile else set()
+
+
+def cited(source: str, keys: set[str]) -> str:
+    """A claim's source with its leading references.bib key (``kipf2017gcn, table 2``) as a citation that
+    links to the References page; a source that names no key is left as it is.
+
+    Example:
+        >>> cited("kipf2017gcn, table 2", {"kipf2017gcn"})
+        '{cite:p}`kipf2017gcn`, table 2'
+    """
+    head, sep, rest = source.partition(",")
+    return f"{{cite:p}}`{head.strip()}`{sep}{rest}" if head.strip() in keys else source
+
+
+def claims_page(claims_rows: list[dict] | None, keys: set[str] = frozenset()) -> str:
+    """The claims table of ``make course``: each claim, its kind and source (linked to its reference),
+    published and measured."""
+    if not claims_rows:
+        return "# Claims: published vs measured\n\nNo claims table: run `make course` first.\n"
+    rows = [dict(r, source=cited(str(r["source"]), keys)) for r in claims_rows]
+    return "# Claims: published vs measured\n\n" + claims_table(rows, markdown=True) + "\n"
 
 
 def references_page(bibfile: Path | None) -> str:
@@ -223,7 +244,7 @@ def build_site(executed: Path, out: Path, notebooks: list[Path] | None = None, s
                                      .replace("{bibfiles}", repr(["references.bib"] if bibfile else []))
                                      .replace("{edition}", " (solutions)" if solutions else ""))
         (src / "index.md").write_text(index_page(notebooks, rows, solutions))
-        (src / "claims.md").write_text(claims_page(rows))
+        (src / "claims.md").write_text(claims_page(rows, bib_keys(bibfile)))
         (src / "references.md").write_text(references_page(bibfile))
         if bibfile:
             shutil.copy(bibfile, src / "references.bib")
