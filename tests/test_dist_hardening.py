@@ -1,7 +1,8 @@
 """The runtime's second pass (issue 22): each test here failed before its fix.
 
 Items: 1 (`launch` without --deadline, its failed job's logs kept), 3 (no shell
-injection through placeholders or the partition's graph name), 4 (the partition
+injection through placeholders or the partition's graph name; the config
+itself under a digest), 4 (the partition
 cache key), 5 (checkpoint temporary files), 7 (host files: duplicate
 addresses, machine ids), 6 (repeatable sampling's layouts), 8 (preflight on every
 local start, -X/-W), 10 (resume with no epochs left).  Only the `launch` tests
@@ -80,6 +81,24 @@ def test_a_graph_name_that_is_not_a_plain_name_is_refused(cora2, tmp_path):
     (copy / cora2.name).write_text(json.dumps(config))
     with pytest.raises(PartitionError, match="graph_name .* is not a plain name"):
         read_config(copy / cora2.name)
+
+
+def test_a_config_edited_after_partitioning_is_refused(cora2, tmp_path):
+    """The config itself is covered by a digest, not only the files it lists."""
+    copy = tmp_path / "copy"
+    shutil.copytree(cora2.parent, copy)
+    path = copy / cora2.name
+    config = json.loads(path.read_text())
+    path.write_text(json.dumps(config, indent=4))  # only re-indented: still the config gnnbook wrote
+    assert read_config(path)["graph_name"] == "cora"
+    config["gnnbook"]["num_classes"] = 3  # an edit that leaves every file intact
+    path.write_text(json.dumps(config))
+    with pytest.raises(PartitionError, match="was edited after partitioning.*partition the dataset again"):
+        read_config(path)
+    del config["gnnbook"]["config_sha256"]  # and one that removes the digest as well
+    path.write_text(json.dumps(config))
+    with pytest.raises(PartitionError, match="records no digest of the config itself"):
+        read_config(path)
 
 
 # --- item 4: the partition cache key
