@@ -10,8 +10,8 @@
   warning naming the exposure and what to enable;
 - netns mode: the root namespace (any local user) has no route to the machines;
 - what a SIGKILLed launcher leaves is cleaned by a watchdog: a cluster job's
-  remote ``/dev/shm`` (the ssh commands, with ssh replaced), netns mode's
-  namespaces between jobs.
+  remote processes (marked as the job's) and ``/dev/shm`` (the ssh commands, with
+  ssh replaced; the command itself run here), netns mode's namespaces between jobs.
 
 Each job test starts one real DistDGL job (about 10-30 s).
 """
@@ -32,7 +32,7 @@ import pytest
 from gnnbook.base import private_net, reaper
 from gnnbook.distributed.cluster import LocalCluster
 from gnnbook.distributed.config import TrainConfig
-from gnnbook.distributed.launcher import LaunchError, plan_job
+from gnnbook.distributed.launcher import LaunchError, plan_job, read_host_file, remote_cleanup_script
 from gnnbook.distributed.netns import netns_available
 from gnnbook.distributed.partition_files import partition_dataset
 
@@ -222,11 +222,41 @@ def test_a_killed_cluster_launcher_still_cleans_every_hosts_shared_memory(cora2,
         launcher.wait(10)
         cleanups = lambda: [line for line in log.read_text().splitlines() if "rm -f /dev/shm/" in line]  # noqa: E731
         wait_until(lambda: len(cleanups()) == 2, 30, "the watchdog's clean-up of both hosts")
-        assert sorted(cleanups()) == [f"10.1.0.11 rm -f /dev/shm/*{tag}*", f"10.1.0.12 rm -f /dev/shm/*{tag}*"]
+        script = remote_cleanup_script(tag)
+        assert sorted(cleanups()) == [f"10.1.0.11 {script}", f"10.1.0.12 {script}"]
     finally:
         launcher.kill()
         launcher.wait()
     wait_until(lambda: not reaper.job_pids(tag), 10, "the job's (fake) remote processes killed")
+
+
+def test_the_remote_cleanup_kills_the_jobs_processes_and_segments_only(cora2, tmp_path):
+    """What the clean-up runs on each host, run here: the processes carrying the job's marker (which
+    cluster processes now get) are killed and its segments removed; nothing else is touched."""
+    tag, other = reaper.new_tag(), reaper.new_tag()
+    sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
+    ours = subprocess.Popen(sleeper, env={**os.environ, **reaper.marker_env(tag)})
+    theirs = subprocess.Popen(sleeper, env={**os.environ, **reaper.marker_env(other)})
+    segments = [Path(f"/dev/shm/x{tag}m0_feat"), Path(f"/dev/shm/x{other}m0_feat")]
+    for segment in segments:
+        segment.write_bytes(b"0")
+    try:
+        wait_until(lambda: len(reaper.job_pids(tag)) == 1, 10, "the marked process")
+        done = subprocess.run(["sh", "-c", remote_cleanup_script(tag)], capture_output=True, text=True, timeout=30)
+        assert done.returncode == 0, done.stderr
+        assert ours.wait(10) == -signal.SIGKILL and theirs.poll() is None
+        assert not segments[0].exists() and segments[1].exists()
+    finally:
+        for process in (ours, theirs):
+            process.kill()
+            process.wait()
+        for segment in segments:
+            segment.unlink(missing_ok=True)
+    hosts = tmp_path / "hosts.txt"
+    hosts.write_text("10.1.0.11\n10.1.0.12\n")
+    plan = plan_job(cora2, ["python3", "x.py"], mode="cluster", hosts=read_host_file(hosts), workdir=tmp_path / "j")
+    for p in plan.processes:  # every remote process carries the marker of its job
+        assert f"{reaper.MARKER_PREFIX}{plan.job_tag}=1" in p.full_argv[-1]
 
 
 NETNS_IDLE_LAUNCHER = textwrap.dedent("""

@@ -331,8 +331,9 @@ def plan_job(part_config: str | Path | OpenedPartition, command: list[str], num_
             # address, so two machines on one host would both be machine 0.  Where a host holds
             # several machines the adaptation must be active (as in local mode), else it stops.
             # The job's segments carry the prefix so that clean-up can find them.
+            # And the job's marker (as local processes have it), by which clean-up finds them there.
             site = {emulation.MACHINE_ENV: str(m), emulation.PREFIX_ENV: f"{job_tag}m{m}_",
-                    "PYTHONPATH": str(emulation.SITE_DIR)}
+                    "PYTHONPATH": str(emulation.SITE_DIR), **reaper.marker_env(job_tag)}
             if ips.count(ip) > 1:
                 site[emulation.REQUIRED_ENV] = "required"
             machines.append(Machine(m, ip, port or 30050, SSH + ["-tt", ip], remote=True, extra_env=site))
@@ -516,8 +517,9 @@ class Job:
         return codes
 
     def remote_cleanup(self, machine: Machine) -> list[str]:
-        """The command that removes the job's segments on a cluster machine (its tag is a plain name)."""
-        return SSH + [machine.ip, f"rm -f /dev/shm/*{self.plan.job_tag}*"]
+        """The ssh command that, on a cluster machine, kills what is left of the job there (every
+        process whose environment carries the job's marker) and removes the job's segments."""
+        return SSH + [machine.ip, remote_cleanup_script(self.plan.job_tag)]
 
     def cleanup(self) -> None:
         """Remove the job's shared-memory segments (over ssh on a cluster)."""
@@ -562,6 +564,20 @@ class Job:
         finally:
             self._close_budgets()
             self._close_network()
+
+
+def remote_cleanup_script(job_tag: str) -> str:
+    """The shell command of :meth:`Job.remote_cleanup` (``job_tag`` is a plain name: no quoting needed).
+
+    Example:
+        >>> remote_cleanup_script("gnnbook1x0abcde").endswith("rm -f /dev/shm/*gnnbook1x0abcde*")
+        True
+    """
+    if not re.fullmatch(r"[A-Za-z0-9_]+", job_tag):
+        raise ValueError(f"job tag {job_tag!r} is not a plain name")
+    marker = next(iter(reaper.marker_env(job_tag)))
+    return (f"for p in /proc/[0-9]*; do grep -qsz '^{marker}=1$' $p/environ && kill -9 ${{p#/proc/}}; done; "
+            f"rm -f /dev/shm/*{job_tag}*")
 
 
 def _check_program(program: str, env: dict[str, str]) -> None:
