@@ -161,6 +161,23 @@ def test_the_reason_names_the_setting_to_enable(tmp_path, monkeypatch):
     assert "kernel.apparmor_restrict_unprivileged_userns is 1: to enable, sudo sysctl -w " in reason
 
 
+@pytest.mark.skipif(NO_NAMESPACE is not None, reason=str(NO_NAMESPACE))
+def test_ip_is_found_in_sbin_off_a_users_path(monkeypatch, tmp_path):
+    """A Debian user's PATH lacks /usr/sbin, where ip lives: the namespace must not be given up for that."""
+    import shutil
+
+    if not Path("/usr/sbin/ip").exists() and not Path("/sbin/ip").exists():
+        pytest.skip("ip is not in an sbin folder here")
+    for tool in ("unshare", "nsenter", "sh", "sleep"):  # a PATH with everything but ip
+        (tmp_path / tool).symlink_to(shutil.which(tool))
+    monkeypatch.setenv("PATH", str(tmp_path))
+    private_net._probe.cache_clear()
+    try:
+        assert private_net.unavailable_reason() is None
+    finally:
+        private_net._probe.cache_clear()
+
+
 # --- netns mode: nothing outside the machines reaches them
 
 @pytest.mark.skipif(netns_available() is not None or NOT_ROOT is not None, reason=str(netns_available() or NOT_ROOT))

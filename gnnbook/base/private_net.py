@@ -38,6 +38,7 @@ from __future__ import annotations
 import functools
 import os
 import select
+import shlex
 import shutil
 import signal
 import subprocess
@@ -63,8 +64,13 @@ READY = "gnnbook-private-net-ready"
 START_S = 10.0
 
 
+def _tool(name: str) -> str | None:
+    """The path of ``name``, also in the sbin folders (not on a Debian user's PATH, where ``ip`` lives)."""
+    return shutil.which(name, path=os.pathsep.join([os.environ.get("PATH", os.defpath), "/usr/sbin", "/sbin"]))
+
+
 def _holder_argv(mapping: tuple[str, ...]) -> list[str]:
-    script = f"ip link set lo up && echo {READY} && exec sleep 2147483647"
+    script = f"{shlex.quote(_tool('ip') or 'ip')} link set lo up && echo {READY} && exec sleep 2147483647"
     return ["unshare", "--user", *mapping, "--net", "--", "sh", "-c", script]
 
 
@@ -85,12 +91,12 @@ def _probe() -> tuple[tuple[str, ...] | None, str | None]:
     """(the unshare mapping options that work here, None) or (None, the reason none does)."""
     if not sys.platform.startswith("linux"):
         return None, "user and network namespaces need Linux"
-    missing = [tool for tool in TOOLS if shutil.which(tool) is None]
+    missing = [tool for tool in TOOLS if _tool(tool) is None]
     if missing:
         return None, f"the tools {', '.join(missing)} are missing (util-linux and iproute2 provide them)"
     errors = []
     for mapping in MAPPINGS:
-        argv = ["unshare", "--user", *mapping, "--net", "--", "ip", "link", "set", "lo", "up"]
+        argv = ["unshare", "--user", *mapping, "--net", "--", _tool("ip") or "ip", "link", "set", "lo", "up"]
         try:
             done = subprocess.run(argv, capture_output=True, text=True, timeout=10, stdin=subprocess.DEVNULL)
         except (OSError, subprocess.TimeoutExpired) as err:
