@@ -1,10 +1,11 @@
 """The runtime's second pass (issue 22): each test here failed before its fix.
 
 Items: 1 (`launch` without --deadline, its failed job's logs kept), 3 (no shell
-injection through placeholders or the partition's graph name), 4 (the partition
+injection through placeholders or the partition's graph name; the config
+itself under a digest), 4 (the partition
 cache key), 5 (checkpoint temporary files), 7 (host files: duplicate
 addresses, machine ids), 6 (repeatable sampling's layouts), 8 (preflight on every
-local start, -X/-W), 10 (resume with no epochs left).  Only the `launch` tests
+local start, -X/-W, a script's #! line and env), 10 (resume with no epochs left).  Only the `launch` tests
 start a job (a few seconds each).
 """
 from __future__ import annotations
@@ -82,6 +83,24 @@ def test_a_graph_name_that_is_not_a_plain_name_is_refused(cora2, tmp_path):
         read_config(copy / cora2.name)
 
 
+def test_a_config_edited_after_partitioning_is_refused(cora2, tmp_path):
+    """The config itself is covered by a digest, not only the files it lists."""
+    copy = tmp_path / "copy"
+    shutil.copytree(cora2.parent, copy)
+    path = copy / cora2.name
+    config = json.loads(path.read_text())
+    path.write_text(json.dumps(config, indent=4))  # only re-indented: still the config gnnbook wrote
+    assert read_config(path)["graph_name"] == "cora"
+    config["gnnbook"]["num_classes"] = 3  # an edit that leaves every file intact
+    path.write_text(json.dumps(config))
+    with pytest.raises(PartitionError, match="was edited after partitioning.*partition the dataset again"):
+        read_config(path)
+    del config["gnnbook"]["config_sha256"]  # and one that removes the digest as well
+    path.write_text(json.dumps(config))
+    with pytest.raises(PartitionError, match="records no digest of the config itself"):
+        read_config(path)
+
+
 # --- item 4: the partition cache key
 
 def test_cache_keys_of_distinct_options_differ_and_stay_in_the_cache(tmp_path, monkeypatch):
@@ -130,6 +149,37 @@ def test_cluster_processes_are_told_their_machine_id(cora2, tmp_path):
 def test_preflight_reads_past_options_with_a_value(options):
     with pytest.raises(emulation.EmulationError, match="-E, which ignores PYTHONPATH"):
         emulation.preflight([sys.executable, *options, "train.py"], emulation.emulation_env("gnnbook1x0abcde", 0))
+
+
+def script(folder: Path, first_line: str) -> Path:
+    """An executable script whose #! line is ``first_line``."""
+    path = folder / "train.py"
+    path.write_text(f"{first_line}\nprint('started')\n")
+    path.chmod(0o755)
+    return path
+
+
+@pytest.mark.parametrize("line, cause", [(f"#!{sys.executable} -I", "isolated \\(-I\\)"),
+                                         (f"#!/usr/bin/env -S {sys.executable} -E", "-E, which ignores"),
+                                         ("#!/usr/bin/env -S python3 -S", "-S, which skips")])
+def test_preflight_follows_a_scripts_interpreter_line(tmp_path, line, cause):
+    """argv[0] is not python*: the script's #! line (and env's) names the interpreter and its options."""
+    env = emulation.emulation_env("gnnbook1x0abcde", 0)
+    with pytest.raises(emulation.EmulationError, match=cause):
+        emulation.preflight([str(script(tmp_path, line)), "--epochs", "1"], env)
+    good = script(tmp_path, f"#!/usr/bin/env {sys.executable}")
+    emulation.preflight([str(good)], env)  # adapted: no error
+    emulation.preflight(["/usr/bin/env", "-u", "X", sys.executable, str(good)], env)
+    with pytest.raises(emulation.EmulationError, match="dropped or replaced PYTHONPATH"):
+        emulation.preflight(["/usr/bin/env", "-u", "PYTHONPATH", sys.executable, str(good)], env)
+
+
+def test_a_script_whose_interpreter_lacks_gnnbook_stops_with_the_reason(cora2, tmp_path):
+    """Through `launch`: a script whose #! names an interpreter without gnnbook (or none at all)."""
+    for line, reason in (("#!/usr/bin/python3 -s", "cannot import gnnbook"),
+                         ("#!/nonexistent/python3", "cannot be started")):
+        done = gnnbook_cli("launch", "--part-config", str(cora2), "--", str(script(tmp_path, line)))
+        assert done.returncode == 2 and reason in done.stderr and "Traceback" not in done.stderr, done.stderr[-2000:]
 
 
 def test_local_cluster_run_preflights_before_starting(cora2, tmp_path):

@@ -188,7 +188,8 @@ def test_taken_port(cora2, tmp_path):
         with pytest.raises(LaunchError, match=f"port {port} .* already taken"):
             plan_job(cora2, ["python", "x.py"], base_port=port, workdir=tmp_path / "a")
     # Taken between planning and start: the server fails and the job stops.
-    plan = plan_job(cora2, LocalCluster(cora2).trainer_command(TrainConfig(epochs=2)), workdir=tmp_path / "b")
+    plan = plan_job(cora2, LocalCluster(cora2).trainer_command(TrainConfig(epochs=2)), workdir=tmp_path / "b",
+                    private_network=False)  # on the shared loopback: a private namespace has no such clash
     with socket.socket() as busy:
         busy.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         busy.bind(("127.0.0.1", plan.machines[1].port))

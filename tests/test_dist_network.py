@@ -1,11 +1,13 @@
 """The network side of the DistDGL runtime: what a job listens on, and ports.
 
-- a real local job (2 partitions, 2 servers per machine, a sampler process per
-  trainer) listens on loopback only, in every one of its processes, while it
+- a real local job on the shared loopback (where the kernel allows no private
+  network namespace, see test_dist_private_net; forced here with
+  ``private_network=False``; 2 partitions, 2 servers per machine, a sampler
+  process per trainer) listens on loopback only, in every one of its processes, while it
   trains; where this host can fake it (root), the job runs with a host name
   that resolves to a non-loopback address of this host, as on many laptops
   and servers, which is where gloo used to listen;
-- a port taken between planning and start (a server's or the rendezvous
+- on the shared loopback, a port taken between planning and start (a server's or the rendezvous
   store's, MASTER_PORT) makes the job start again with fresh ports, or fail
   with the port named; ports are checked on the address that will be bound;
 - the host-file parser takes only canonical IPv4 addresses.
@@ -49,7 +51,8 @@ WATCHER = textwrap.dedent("""
 
     part_config, workdir = sys.argv[1], sys.argv[2]
     seen, error = {}, None
-    with LocalCluster(part_config, num_trainers=1, num_servers=2, num_samplers=1, workdir=workdir) as cluster:
+    with LocalCluster(part_config, num_trainers=1, num_servers=2, num_samplers=1, workdir=workdir,
+                      private_network=False) as cluster:
         with cluster.start(cluster.trainer_command(TrainConfig(epochs=50))) as job:
             end = time.monotonic() + 240
             while "epoch 2:" not in job.log("trainer-m0-r0"):
@@ -180,7 +183,7 @@ def test_taken_master_port_is_refused_at_planning(cora2, tmp_path):
 
 
 def test_store_port_taken_after_planning_fails_naming_it(cora2, tmp_path):
-    plan = plan_job(cora2, ["python", "-c", "import time; time.sleep(60)"], workdir=tmp_path)
+    plan = plan_job(cora2, ["python", "-c", "import time; time.sleep(60)"], workdir=tmp_path, private_network=False)
     port = int(plan.processes[0].argv[plan.processes[0].argv.index("--port") + 1])
     with socket.socket() as busy:
         busy.bind(("127.0.0.1", port))
@@ -222,7 +225,7 @@ def test_port_clash_is_retried_with_fresh_ports(cora2, tmp_path, monkeypatch, ca
 
     monkeypatch.setattr(launcher, "free_port_block", one_port_taken)
     try:
-        with LocalCluster(cora2, deadline_s=120, workdir=tmp_path / "w") as cluster:
+        with LocalCluster(cora2, deadline_s=120, workdir=tmp_path / "w", private_network=False) as cluster:
             codes = cluster.run([sys.executable, str(script)])
             assert cluster.jobs == 2 and str(taken) not in cluster.last_plan.ip_config.read_text()
             assert cluster.last_plan.processes[0].argv[-3] != str(taken)
@@ -243,7 +246,7 @@ def test_port_clash_gives_up_after_bounded_retries(cora2, tmp_path, monkeypatch)
     sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
     start = time.monotonic()
     try:
-        with LocalCluster(cora2, deadline_s=60, workdir=tmp_path / "w") as cluster:
+        with LocalCluster(cora2, deadline_s=60, workdir=tmp_path / "w", private_network=False) as cluster:
             with pytest.raises(JobFailed, match=f"port {taken} was taken .* 1 more starts"):
                 launcher.run_with_fresh_ports(lambda: cluster.start(sleeper), retries=1)
             assert cluster.jobs == 2

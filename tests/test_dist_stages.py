@@ -1,12 +1,15 @@
 """The distributed trainer's measurements: the stage breakdown of a step, the
 sampled neighbours on other machines, and the cache of remote feature rows
-(policies, exact rows, counts per epoch), in real DistDGL jobs."""
+(policies, exact rows, counts per epoch), in real DistDGL jobs; the rows and
+bytes fetched from other machines are checked against what the graph servers
+served (counted in DGL's kvstore, not by the trainer)."""
 from __future__ import annotations
 
 import json
 import os
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -83,13 +86,55 @@ def test_bad_cache_options_are_refused(policy, fraction, words, capsys):
     assert all(w in err_text for w in words) and "Traceback" not in err_text
 
 
-def test_stage_times_add_up_and_cached_rows_are_the_servers(cora_random2):
+# Runs the gnnbook trainer in every process of a job.  In a graph server it first counts, on
+# DGL's kvstore side, every pull it serves (PullRequest.process_request: the tensor's name, the
+# rows and bytes of the reply), one line per request in $SERVED_DIR; in a trainer it leaves the
+# evaluation out, so that every feature row a server serves is one the trainer fetched for its
+# cache or its minibatches.
+SERVED_SHIM = textwrap.dedent("""
+    import os, sys
+    if os.environ.get("DGL_ROLE") == "server":
+        import dgl.distributed.kvstore as kvstore
+        serve = kvstore.PullRequest.process_request
+        log = open(os.path.join(os.environ["SERVED_DIR"], f"server-{os.getpid()}.txt"), "a", buffering=1)
+
+        def counted(self, server_state):
+            reply = serve(self, server_state)
+            data = reply.data_tensor
+            log.write(f"{self.name} {data.shape[0]} {data.nelement() * data.element_size()}\\n")
+            return reply
+
+        kvstore.PullRequest.process_request = counted
+    import gnnbook.distributed.trainer as trainer
+    if os.environ.get("DGL_ROLE") != "server":
+        trainer._evaluate = lambda *args: (0, 0)
+    sys.exit(trainer._main_or_clear_error())
+""")
+
+
+def served(folder: Path, tensor: str) -> tuple[int, int, int]:
+    """(requests, rows, bytes) the servers served from the node data ``tensor``."""
+    lines = [line.split() for f in folder.glob("server-*.txt") for line in f.read_text().splitlines()]
+    mine = [(int(rows), int(size)) for name, rows, size in lines if name.split("~")[-1] == tensor]
+    return len(mine), sum(r for r, _ in mine), sum(b for _, b in mine)
+
+
+def test_stage_times_add_up_and_cached_rows_are_the_servers(cora_random2, tmp_path, monkeypatch):
     """A real job (2 machines x 1 trainer, random partitions, presample cache,
     every row also fetched from the servers): stage times add up to the step
-    time within 10% for every trainer and epoch; no row differs."""
-    config = TrainConfig(epochs=2, cache_policy="presample", cache_fraction=0.1, verify_cache=True)
-    with LocalCluster(cora_random2, num_trainers=1, deadline_s=240) as cluster:
-        result = cluster.train(config)
+    time within 10% for every trainer and epoch; no row differs; and the rows
+    and bytes the trainers report fetching from other machines are those the
+    graph servers served, counted on DGL's kvstore side."""
+    config = TrainConfig(epochs=2, cache_policy="presample", cache_fraction=0.1, verify_cache=True,
+                         out=str(tmp_path / "result.json"))
+    shim, counts = tmp_path / "served_shim.py", tmp_path / "served"
+    shim.write_text(SERVED_SHIM)
+    counts.mkdir()
+    with LocalCluster(cora_random2, num_trainers=1, deadline_s=240, workdir=tmp_path / "w") as cluster:
+        command = [sys.executable, str(shim), "--part-config", str(cora_random2), *config.to_argv()]
+        monkeypatch.setenv("SERVED_DIR", str(counts))  # every process of the job inherits it
+        cluster.run(command)
+    result = json.loads((tmp_path / "result.json").read_text())
     per_epoch, cache = result["per_epoch"], result["cache"]
     for epoch in range(2):
         for rank in range(2):
@@ -101,9 +146,16 @@ def test_stage_times_add_up_and_cached_rows_are_the_servers(cora_random2):
     assert cache["rows_per_trainer"] == [cache_capacity(0.1, 2708)] * 2
     assert cache["mismatched_rows"] == 0  # every minibatch's rows and every cached row, compared exactly
     assert cache["hits"] > 0 and cache["misses"] > 0
-    hits, misses = (sum(map(sum, per_epoch[k])) for k in ("cache_hits", "remote_rows"))
-    assert (hits, misses) == (cache["hits"], cache["misses"])
-    assert sum(map(sum, per_epoch["remote_bytes"])) == misses * 1433 * 4
+    # What the servers served from 'feat', per trainer: its cache's rows (filled once), every miss, and
+    # (--verify-cache) the cached rows again and every remote row of every minibatch (hits and misses).
+    fill = sum(cache["rows_per_trainer"])
+    requests, rows, size = served(counts, "feat")
+    assert requests > 0
+    assert rows == fill + cache["misses"] + fill + cache["hits"] + cache["misses"], (rows, cache)
+    remote_bytes = sum(map(sum, per_epoch["remote_bytes"]))
+    assert size == 2 * sum(cache["fill_bytes_per_trainer"]) + remote_bytes + cache["hits"] * cache["row_bytes"] \
+        + remote_bytes
+    assert size == rows * 1433 * 4  # float32 rows of Cora's 1433 features, as served
     # Random partitions of 2: a sampled neighbour is on another machine than its sampler about half the time.
     assert 0.4 < result["remote_neighbour_fraction"] < 0.6
     assert result["trainer_remote_neighbour_fraction"] < result["remote_neighbour_fraction"]

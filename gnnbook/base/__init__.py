@@ -2,7 +2,8 @@
 what every chapter's real processes and measured claims stand on).
 
 - ``procs``: supervised process groups (deadline, fail fast, nothing left behind); ``reaper``, their
-  watchdog that outlives a killed launcher;
+  watchdog that outlives a killed launcher; ``private_net``: a job's private loopback (a user +
+  network namespace that no other user of the host can reach);
 - ``launch`` / ``worker``: a function run in N real ranks joined by torch.distributed (gloo);
 - ``memory``: peak memory of a block of code; ``budget``: a hard memory limit for a group of processes
   (a memory cgroup) and its measured peak; ``wire``: bytes measured on this process's TCP sockets;
@@ -10,4 +11,4 @@ what every chapter's real processes and measured claims stand on).
   ``env``: the installed versions against the course's pins.
 """
 
-__all__ = ["budget", "env", "errors", "launch", "memory", "procs", "reaper", "seeding", "wire", "worker"]
+__all__ = ["budget", "env", "errors", "launch", "memory", "private_net", "procs", "reaper", "seeding", "wire", "worker"]

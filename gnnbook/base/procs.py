@@ -78,7 +78,7 @@ class _Member:
         self.exited_at = time.monotonic()
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """In the child before exec (Linux): be killed when the supervising process
     dies, even by SIGKILL, so a killed notebook kernel leaves no orphans."""
     import ctypes
@@ -188,6 +188,11 @@ class ProcessGroup:
         _sigterm.arm(self)
         return self.watchdog
 
+    def arm(self) -> None:
+        """Start the watchdog now (before the first process), e.g. to cover a helper process
+        that carries the group's marker (:func:`gnnbook.base.reaper.marker_env`)."""
+        self._arm()
+
     def remove_on_death(self, folder: str | Path) -> None:
         """Delete ``folder`` (a temporary one) if this supervising process is killed."""
         if watchdog := self._arm():
@@ -207,7 +212,7 @@ class ProcessGroup:
         log_path = self.log_dir / f"{name}.log"
 
         def before_exec() -> None:
-            _die_with_parent()
+            die_with_parent()
             if budget is not None:
                 budget.join()  # before exec: nothing the process allocates escapes the limit
 

@@ -40,6 +40,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ..base import reaper
 from ..base.budget import parse_bytes
 from .config import TrainConfig
 from .emulation import preflight
@@ -78,7 +79,7 @@ class LocalCluster:
     def __init__(self, part_config: str | Path | OpenedPartition, num_trainers: int = 1, num_servers: int = 1, num_samplers: int = 0,
                  deadline_s: float | None = None, workdir: str | Path | None = None, mode: str = "local",
                  keep_workdir: bool = False, hosts: list[tuple[str, int | None]] | None = None,
-                 machine_memory: int | str | None = None):
+                 machine_memory: int | str | None = None, private_network: bool | None = None):
         # Read and checked once, here: a bad config fails now, with a clear message.
         self.partition = open_partition(part_config)
         self.machine_memory = None if machine_memory is None else parse_bytes(machine_memory)
@@ -90,10 +91,12 @@ class LocalCluster:
         self.deadline_s = deadline_s
         self.mode = mode
         self.hosts = hosts
+        self.private_network = private_network  # local mode: see plan_job (None: where the kernel allows)
         self._own_workdir = workdir is None
         self._workdir = Path(workdir) if workdir else None
         self.keep_workdir = keep_workdir
         self._namespaces = None
+        self._watchdog: reaper.Watchdog | None = None  # netns mode: undoes the namespaces if this process dies
         self.last_plan: JobPlan | None = None
         self.jobs = 0
         self.started: list[Job] = []
@@ -109,13 +112,21 @@ class LocalCluster:
         if self.mode == "netns":
             from .netns import EmulatedHosts
 
+            # A watchdog of the cluster's own, not only each job's: a kill between two jobs
+            # (or before the first) still removes the namespaces, bridge and mounts.
+            self._watchdog = reaper.Watchdog(reaper.new_tag())
             self._namespaces = EmulatedHosts(self.partition.num_parts).__enter__()
+            for step in self._namespaces._done:  # in set-up order; the watchdog undoes them in reverse
+                self._watchdog.undo_on_death(["rm", "-rf", step[1]] if step[0] == "rmdir" else list(step))
         return self
 
     def __exit__(self, *exc) -> None:
         if self._namespaces is not None:
             self._namespaces.__exit__(*exc)
             self._namespaces = None
+        if self._watchdog is not None:
+            self._watchdog.close()
+            self._watchdog = None
         if self._own_workdir and not self.keep_workdir and self._workdir is not None:
             kept = {job.plan.workdir.resolve() for job in self.started if job.failed}
             for folder in sorted(kept):
@@ -142,7 +153,8 @@ class LocalCluster:
         placeholders of :func:`~gnnbook.distributed.launcher.fill_placeholders` in ``command`` filled."""
         return plan_job(self.partition, command, self.num_trainers, self.num_servers, self.num_samplers,
                         mode=self.mode, hosts=self.hosts, workdir=workdir or self.new_job_dir(),
-                        netns_machines=self._namespaces.machines if self._namespaces else None)
+                        netns_machines=self._namespaces.machines if self._namespaces else None,
+                        private_network=self.private_network)
 
     def start(self, command: list[str], workdir: Path | None = None, deadline_s: float | None = None) -> Job:
         """Start a job and return it running (for tests that kill a process);

@@ -39,7 +39,9 @@ also sets ``GNNBOOK_EMULATION=required``; ``sitecustomize`` exits with a message
 when it cannot import gnnbook, :func:`verify` (called by the gnnbook trainer in
 every server and trainer) names the cause when the patch is missing or the
 machine id and partition disagree, and :func:`preflight` runs the same check
-in the job's interpreter before anything starts (``python -m gnnbook launch``).
+in the job's interpreter before anything starts (every local start: ``dist-train``,
+``launch``, :class:`~gnnbook.distributed.cluster.LocalCluster`), found through
+``env`` and a script's ``#!`` line as well.
 Our ``sitecustomize`` runs the one it shadows (the next on ``sys.path``).
 
 With root, :mod:`gnnbook.distributed.netns` runs stock DGL instead: one network and
@@ -56,6 +58,7 @@ import importlib.util
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -235,8 +238,12 @@ def verify(partition_id: int | None = None) -> None:
 def preflight(command: list[str], env: dict[str, str]) -> None:
     """Run :func:`verify` in the interpreter ``command`` starts (its Python
     options included) with the job's environment ``env``, before any process of
-    the job starts; raise :class:`EmulationError` with the cause.  Only a
-    command that starts Python directly can be checked; others are left alone.
+    the job starts; raise :class:`EmulationError` with the cause.  The
+    interpreter is found as the kernel and ``env`` would find it
+    (:func:`probe_command`): ``python3 -X dev train.py``, ``/usr/bin/env -i python3
+    train.py``, or ``./train.py`` whose first line is ``#!/usr/bin/python3 -I``.
+    A command that starts no Python that way (a binary, a shell script) is left
+    alone: its Python processes are checked by ``sitecustomize`` and :func:`verify`.
 
     Example:
         >>> preflight(["python3", "-I", "train.py"], emulation_env("gnnbook1x000000", 0))  # doctest: +SKIP
@@ -245,18 +252,86 @@ def preflight(command: list[str], env: dict[str, str]) -> None:
     """
     import json
 
-    options = _python_options(command)
-    if options is None:
+    probe = probe_command(command)
+    if probe is None:
         return
-    done = subprocess.run([command[0], *options, "-c", _FACTS], env={**os.environ, **env}, capture_output=True,
-                          text=True, timeout=60)
+    try:
+        done = subprocess.run(probe, env={**os.environ, **env}, capture_output=True, text=True, timeout=60)
+    except OSError as err:  # a #! line naming an interpreter that is not there
+        raise EmulationError(f"`{shlex.join(command)}` cannot run in an emulated job: its interpreter "
+                             f"{probe[0]} cannot be started ({err.strerror or err})") from None
+    except subprocess.TimeoutExpired:
+        raise EmulationError(f"`{shlex.join(command)}`: its interpreter ({probe[0]}) did not report within 60 s "
+                             "whether the adaptation is active") from None
     if done.returncode != 0:  # our sitecustomize exits when it cannot import gnnbook
         lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
         raise EmulationError(f"`{shlex.join(command)}` cannot run in an emulated job: "
                              f"{lines[-1] if lines else 'its interpreter exited ' + str(done.returncode)}")
-    cause = missing_cause(json.loads(done.stdout.strip().splitlines()[-1]))
+    try:
+        facts = json.loads(done.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        raise EmulationError(f"`{shlex.join(command)}` cannot run in an emulated job: its interpreter "
+                             f"({probe[0]}) did not report whether the adaptation is active "
+                             f"(output {done.stdout.strip()[-200:]!r})") from None
+    cause = missing_cause(facts)
     if cause is not None:
         raise EmulationError(f"`{shlex.join(command)}`: " + _inactive(cause))
+
+
+_ENV_WITH_VALUE = ("-u", "--unset", "-C", "--chdir")
+
+
+def probe_command(command: list[str], depth: int = 0) -> list[str] | None:
+    """What :func:`preflight` runs: ``command`` up to its Python interpreter and the
+    interpreter's options, then ``-c <the check>``; None if ``command`` starts no
+    Python interpreter that can be found without running it.  Followed, as the
+    kernel and ``env`` do: ``env`` with its options and assignments (``-S``
+    split as ``env`` splits it), and a script's ``#!`` line (its one argument).
+
+    Example:
+        >>> probe_command(["/usr/bin/env", "-u", "X", "python3", "-X", "dev", "t.py"])[:6]
+        ['/usr/bin/env', '-u', 'X', 'python3', '-X', 'dev']
+        >>> probe_command(["bash", "run.sh"]) is None
+        True
+    """
+    if not command or depth > 4:  # a chain of #! lines this deep is a loop
+        return None
+    name = Path(command[0]).name
+    if re.fullmatch(r"python[0-9.]*", name):
+        return [command[0], *_python_options(command), "-c", _FACTS]
+    if name == "env":
+        words, i = list(command), 1
+        while i < len(words):
+            word = words[i]
+            if word in ("-S", "--split-string") or word.startswith(("-S", "--split-string=")):
+                value = (words[i + 1] if i + 1 < len(words) else "") if word in ("-S", "--split-string") \
+                    else word.split("=", 1)[1] if word.startswith("--") else word[2:]
+                end = i + 2 if word in ("-S", "--split-string") else i + 1
+                words[i:end] = shlex.split(value)
+                continue
+            if word == "--":
+                i += 1
+                break
+            if word in _ENV_WITH_VALUE:
+                i += 2
+            elif word.startswith("-") or ("=" in word and not word.startswith("=")):
+                i += 1
+            else:
+                break
+        rest = probe_command(words[i:], depth + 1)
+        return None if rest is None else words[:i] + rest
+    script = command[0] if "/" in command[0] else shutil.which(command[0])
+    try:
+        with open(script or "", "rb") as handle:
+            first = handle.readline(256)
+    except OSError:
+        return None
+    if not first.startswith(b"#!"):
+        return None
+    # The kernel splits the #! line once: the interpreter, then at most one argument.
+    interpreter, _, argument = first[2:].decode(errors="replace").strip().partition(" ")
+    argument = argument.strip()
+    return probe_command([interpreter, *([argument] if argument else []), script, *command[1:]], depth + 1)
 
 
 def _inactive(cause: str) -> str:
@@ -266,11 +341,9 @@ def _inactive(cause: str) -> str:
             f"the PYTHONPATH the launcher sets (it starts with {SITE_DIR}).")
 
 
-def _python_options(command: list[str]) -> list[str] | None:
+def _python_options(command: list[str]) -> list[str]:
     """The interpreter options of ``python [OPTIONS] script ...`` (``-X dev``, ``-W error``
-    and ``-Wd`` included), or None if ``command`` does not start a Python interpreter directly."""
-    if not command or not re.fullmatch(r"python[0-9.]*", Path(command[0]).name):
-        return None
+    and ``-Wd`` included)."""
     options, words = [], iter(command[1:])
     for word in words:
         if not word.startswith("-") or word == "-" or word.startswith(("-c", "-m")):

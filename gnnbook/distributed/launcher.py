@@ -20,8 +20,10 @@ of through ``torch.distributed.run`` so that one supervisor
 Three ways to place machine m (partition m):
 
 - ``local``: every machine on this host, the adaptation of
-  :mod:`gnnbook.distributed.emulation` (no root), and nothing listening beyond
-  loopback: servers on 127.0.0.1 with ports chosen free, the rendezvous store
+  :mod:`gnnbook.distributed.emulation` (no root), all of the job's processes in
+  one private user + network namespace where the kernel allows it
+  (:mod:`gnnbook.base.private_net`: no other user can connect to the job), else
+  on the host's loopback with a warning; nothing listening beyond loopback: servers on 127.0.0.1 with ports chosen free, the rendezvous store
   in its own process (:mod:`gnnbook.distributed.store`) on 127.0.0.1, gloo on
   the loopback interface; a port taken by the time it is bound makes
   :func:`run_with_fresh_ports` start the job again with fresh ports;
@@ -45,11 +47,13 @@ Example:
 """
 from __future__ import annotations
 
+import errno
 import ipaddress
 import os
 import random
 import re
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -59,7 +63,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
+from ..base import private_net, reaper
 from ..base.budget import BudgetReport, MemoryBudget, parse_bytes
+from ..base.private_net import PrivateNetwork
 from ..base.procs import ProcessFailed, ProcessGroup
 from . import emulation
 
@@ -110,6 +116,9 @@ class JobPlan:
     machines: list[Machine]
     ip_config: Path
     processes: list[ProcSpec]
+    # local mode: every process in one private user + network namespace (see gnnbook.base.private_net)
+    private_network: bool = False
+    exposure: str | None = None  # local mode on the shared loopback: why (printed as a warning at start)
 
 
 def port_is_free(ip: str, port: int) -> bool:
@@ -249,12 +258,18 @@ def _env_words(env: dict[str, str]) -> list[str]:
 def plan_job(part_config: str | Path | OpenedPartition, command: list[str], num_trainers: int = 1, num_servers: int = 1,
              num_samplers: int = 0, mode: str = "local", hosts: list[tuple[str, int | None]] | None = None,
              workdir: str | Path | None = None, master_port: int | None = None, base_port: int | None = None,
-             omp_threads: int = 1, netns_machines: list[Machine] | None = None) -> JobPlan:
+             omp_threads: int = 1, netns_machines: list[Machine] | None = None,
+             private_network: bool | None = None) -> JobPlan:
     """Everything the job will run, where, with which variables; nothing starts.
     The number of machines is the number of partitions in ``part_config``; the
     placeholders of :func:`fill_placeholders` in ``command`` become this job's values.
     An opened partition (:func:`~gnnbook.distributed.partition_files.open_partition`) is
-    not read again."""
+    not read again.
+
+    A local job runs in a private user + network namespace
+    (:mod:`gnnbook.base.private_net`) where the kernel allows one
+    (``private_network=None``); ``True`` requires it, ``False`` uses the host's
+    loopback (then other users of the host can reach the job's ports)."""
     from .partition_files import open_partition  # torch: only when a job is planned
     if mode not in MODES:
         raise LaunchError(f"unknown mode '{mode}'; use one of {', '.join(MODES)}")
@@ -267,6 +282,14 @@ def plan_job(part_config: str | Path | OpenedPartition, command: list[str], num_
     part_config = partition.config_path.resolve()
     num_parts = partition.num_parts
     job_tag = emulation.new_job_tag()
+    exposure = None
+    if mode != "local" or private_network is False:
+        private_network = False
+    else:
+        reason = private_net.unavailable_reason()
+        if reason is not None and private_network:
+            raise LaunchError(f"a private network namespace was asked for, but {reason}")
+        private_network, exposure = reason is None, reason
 
     if mode == "local":
         emulation.remove_stale_segments()  # left by a supervisor that was killed
@@ -308,8 +331,9 @@ def plan_job(part_config: str | Path | OpenedPartition, command: list[str], num_
             # address, so two machines on one host would both be machine 0.  Where a host holds
             # several machines the adaptation must be active (as in local mode), else it stops.
             # The job's segments carry the prefix so that clean-up can find them.
+            # And the job's marker (as local processes have it), by which clean-up finds them there.
             site = {emulation.MACHINE_ENV: str(m), emulation.PREFIX_ENV: f"{job_tag}m{m}_",
-                    "PYTHONPATH": str(emulation.SITE_DIR)}
+                    "PYTHONPATH": str(emulation.SITE_DIR), **reaper.marker_env(job_tag)}
             if ips.count(ip) > 1:
                 site[emulation.REQUIRED_ENV] = "required"
             machines.append(Machine(m, ip, port or 30050, SSH + ["-tt", ip], remote=True, extra_env=site))
@@ -359,7 +383,7 @@ def plan_job(part_config: str | Path | OpenedPartition, command: list[str], num_
                    "LOCAL_RANK": str(r), "LOCAL_WORLD_SIZE": str(num_trainers),
                    "GROUP_RANK": str(machine.machine_id), **machine.extra_env}
             processes.append(_proc(f"trainer-m{machine.machine_id}-r{r}", machine, "trainer", command, env, cwd))
-    return JobPlan(mode, part_config, workdir, job_tag, machines, ip_config, processes)
+    return JobPlan(mode, part_config, workdir, job_tag, machines, ip_config, processes, private_network, exposure)
 
 
 def _check_ports_of_this_host(machines: list[Machine], num_servers: int, master_port: int) -> None:
@@ -391,6 +415,11 @@ def render(plan: JobPlan) -> str:
     """The dry run: every process, where it runs, its variables and command."""
     lines = [f"# mode {plan.mode}: {len(plan.machines)} machines, job {plan.job_tag}, ip_config {plan.ip_config}:"]
     lines += [f"#   {m.ip} {m.port}" for m in plan.machines]
+    if plan.private_network:
+        lines.append("# every process runs in one private user + network namespace (nsenter --target HOLDER "
+                     "--user --net --preserve-credentials -- COMMAND), unreachable from outside")
+    elif plan.exposure:
+        lines.append(f"# on the host's shared loopback: {plan.exposure}")
     for p in plan.processes:
         where = plan.machines[p.machine].ip
         if plan.machines[p.machine].remote:
@@ -424,6 +453,7 @@ class Job:
         self.removed_segments: list[str] = []
         self.started = False
         self.failed = False  # JobFailed was raised: keep the logs
+        self.network: PrivateNetwork | None = None  # the job's private loopback (local mode, where available)
 
     def start(self) -> "Job":
         if self.started:
@@ -432,6 +462,16 @@ class Job:
         try:
             if plan_made_workdir(self.plan):
                 self.group.remove_on_death(self.plan.workdir)
+            if self.plan.mode == "cluster":  # a killed launcher still cleans every host's /dev/shm
+                for m in self.plan.machines:
+                    self.group.undo_on_death(self.remote_cleanup(m))
+            prefix: list[str] = []
+            if self.plan.private_network:
+                self.group.arm()  # the watchdog first: it kills the holder (marked as the job's) with the job
+                self.network = PrivateNetwork(env=reaper.marker_env(self.group.tag)).start()
+                prefix = self.network.prefix()
+            elif self.plan.exposure:
+                print(private_net.exposure_warning(self.plan.exposure), file=sys.stderr, flush=True)
             if self.machine_memory is not None:
                 for m in self.plan.machines:
                     self.budgets.append(MemoryBudget(f"machine {m.machine_id}", self.machine_memory))
@@ -439,7 +479,9 @@ class Job:
                         self.group.undo_on_death(["rmdir", str(self.budgets[-1].path)])
             for p in self.plan.processes:  # servers first: they are listed first
                 budget = self.budgets[p.machine] if self.budgets and p.role != "store" else None
-                self.group.start(p.name, p.full_argv, env=None if self.plan.machines[p.machine].remote else p.env,
+                if prefix:  # nsenter would start and then fail: a missing program fails here, as without it
+                    _check_program(p.full_argv[0], {**os.environ, **p.env})
+                self.group.start(p.name, prefix + p.full_argv, env=None if self.plan.machines[p.machine].remote else p.env,
                                  background=p.role != "trainer", budget=budget)
         except BaseException:
             self.close()
@@ -474,12 +516,17 @@ class Job:
             raise JobFailed(first.name, 0, "", f"{over} (all logs: {self.group.log_dir})")
         return codes
 
+    def remote_cleanup(self, machine: Machine) -> list[str]:
+        """The ssh command that, on a cluster machine, kills what is left of the job there (every
+        process whose environment carries the job's marker) and removes the job's segments."""
+        return SSH + [machine.ip, remote_cleanup_script(self.plan.job_tag)]
+
     def cleanup(self) -> None:
         """Remove the job's shared-memory segments (over ssh on a cluster)."""
         if self.plan.mode == "cluster":
             for m in self.plan.machines:
                 try:
-                    subprocess.run(SSH + [m.ip, f"rm -f /dev/shm/*{self.plan.job_tag}*"], stdin=subprocess.DEVNULL,
+                    subprocess.run(self.remote_cleanup(m), stdin=subprocess.DEVNULL,
                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, timeout=20, check=False)
                 except subprocess.TimeoutExpired:  # an unreachable host: its segments go with its reboot
                     print(f"gnnbook: could not reach {m.ip} within 20 s to remove the job's /dev/shm segments "
@@ -495,17 +542,48 @@ class Job:
             except OSError as err:  # a process the kernel has not yet reaped still holds it
                 print(f"gnnbook: could not remove the cgroup of {budget.name} ({budget.path}): {err}", file=sys.stderr)
 
+    def _close_network(self) -> None:
+        if self.network is not None:
+            self.network.close()
+            self.network = None
+
     def close(self) -> None:
-        """Stop every process, remove shared memory and cgroups, disarm the watchdog."""
-        self.group.__exit__(None, None, None)
-        self._close_budgets()
+        """Stop every process, remove shared memory, cgroups and the private network, disarm the watchdog."""
+        try:
+            self.group.__exit__(None, None, None)
+        finally:
+            self._close_budgets()
+            self._close_network()
 
     def __enter__(self) -> "Job":
         return self.start()
 
     def __exit__(self, *exc) -> None:
-        self.group.__exit__(*exc)
-        self._close_budgets()
+        try:
+            self.group.__exit__(*exc)
+        finally:
+            self._close_budgets()
+            self._close_network()
+
+
+def remote_cleanup_script(job_tag: str) -> str:
+    """The shell command of :meth:`Job.remote_cleanup` (``job_tag`` is a plain name: no quoting needed).
+
+    Example:
+        >>> remote_cleanup_script("gnnbook1x0abcde").endswith("rm -f /dev/shm/*gnnbook1x0abcde*")
+        True
+    """
+    if not re.fullmatch(r"[A-Za-z0-9_]+", job_tag):
+        raise ValueError(f"job tag {job_tag!r} is not a plain name")
+    marker = next(iter(reaper.marker_env(job_tag)))
+    return (f"for p in /proc/[0-9]*; do grep -qsz '^{marker}=1$' $p/environ && kill -9 ${{p#/proc/}}; done; "
+            f"rm -f /dev/shm/*{job_tag}*")
+
+
+def _check_program(program: str, env: dict[str, str]) -> None:
+    """Raise FileNotFoundError, as starting it would, if ``program`` cannot be found or run."""
+    if shutil.which(program, path=env.get("PATH", os.defpath)) is None:
+        raise FileNotFoundError(errno.ENOENT, f"No such file or directory (or not executable): {program!r}", program)
 
 
 def plan_made_workdir(plan: JobPlan) -> bool:

@@ -7,7 +7,10 @@ Used in: no notebook directly.
 
 Each emulated machine m gets a network namespace with interface ``gbnet0``
 holding ``10.R.S.(m+2)/24`` on a bridge in the root namespace, and a mount
-namespace with a private tmpfs on ``/dev/shm``.  Every process of machine m
+namespace with a private tmpfs on ``/dev/shm``.  The bridge itself has no
+address: the machines reach each other through it, but the root namespace has
+no route into their subnet (an ``unreachable`` route), so no process outside
+the job (another user's included) can connect to their servers, which run as root.  Every process of machine m
 is started with ``nsenter --net=... --mount=...``, so stock DGL 2.1.0 finds
 its machine id from its own IP and its servers' shared memory cannot collide
 with another machine's: the multi-host code path runs for real on one host.
@@ -117,7 +120,10 @@ class EmulatedHosts:
         _sh("mount", "--make-private", str(self.root))
         _sh("ip", "link", "add", self.bridge, "type", "bridge")
         self._done.append(("ip", "link", "del", self.bridge))
-        _sh("ip", "addr", "add", f"{self.subnet}.1/24", "dev", self.bridge)
+        # No address on the bridge: with one (the subnet's .1) every local user could reach the machines.
+        # And the subnet unreachable from here, rather than sent to the default gateway.
+        _sh("ip", "route", "add", "unreachable", f"{self.subnet}.0/24")
+        self._done.append(("ip", "route", "del", "unreachable", f"{self.subnet}.0/24"))
         _sh("ip", "link", "set", self.bridge, "up")
         for m in range(self.num_machines):
             ns, host_if, ip = f"{self.tag}m{m}", f"{self.tag}v{m}", f"{self.subnet}.{m + 2}"

@@ -31,8 +31,11 @@ same one; processes that ask for the same one at once wait for a single build
 (a lock on the cache folder) and share it.
 
 Every file gnnbook writes is listed with its SHA-256 in the config
-(``gnnbook.sha256``); :func:`open_partition` checks them, so a truncated or
-modified partition is refused before any server starts.  A partition made by
+(``gnnbook.sha256``), and the config itself is covered by the SHA-256 of its
+canonical JSON (``gnnbook.config_sha256``, :func:`config_digest`);
+:func:`open_partition` checks them, so a truncated or modified partition, or a
+config edited after partitioning (a graph name, a file name, a digest), is
+refused before any server starts.  A partition made by
 DGL's own tools has no digests: then only the files' presence and headers are
 checked, and a warning says so.
 
@@ -179,6 +182,7 @@ def partition_graph(graph, graph_name: str, num_parts: int, method: str, out_dir
         config = json.loads(config_path.read_text())
         config["gnnbook"] = dict(num_classes=int(g.ndata["label"].max()) + 1, num_features=int(g.ndata["feat"].shape[1]),
                                  method=method, seed=seed, sha256=_digests(tmp, skip=config_path))
+        config["gnnbook"]["config_sha256"] = config_digest(config)
         config_path.write_text(json.dumps(config, indent=1))
         # DGL writes paths relative to the config: renaming the folder keeps them valid.
         os.replace(tmp, out_dir)
@@ -404,6 +408,37 @@ def read_config(part_config: str | Path | OpenedPartition, verify: bool = True) 
     return dict(open_partition(part_config, verify=verify, node_data=False).config)
 
 
+def config_digest(config: Mapping[str, Any]) -> str:
+    """The SHA-256 of the config's canonical JSON (sorted keys, no spaces), without the
+    ``gnnbook.config_sha256`` field that records it: re-indenting the file keeps it,
+    changing any value (a graph name, a file name, a digest) does not.
+
+    Example:
+        >>> config_digest({"graph_name": "cora", "gnnbook": {"config_sha256": "x"}}) == config_digest(
+        ...     {"gnnbook": {}, "graph_name": "cora"})
+        True
+    """
+    body = dict(config)
+    if isinstance(body.get("gnnbook"), Mapping):
+        body["gnnbook"] = {k: v for k, v in body["gnnbook"].items() if k != "config_sha256"}
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+    return hashlib.sha256(canonical.encode()).hexdigest()
+
+
+def _check_config_digest(path: Path, config: Mapping[str, Any]) -> None:
+    """A config gnnbook wrote (one that lists its files' digests) must be the config it wrote."""
+    recorded = config["gnnbook"].get("config_sha256")
+    if not isinstance(recorded, str):
+        raise PartitionError(f"partition config {path} lists its files' SHA-256 but records no digest of the config "
+                             "itself (gnnbook.config_sha256: written by an older gnnbook, or the field was removed), "
+                             "so an edit to it cannot be detected; partition the dataset again")
+    actual = config_digest(config)
+    if actual != recorded:
+        raise PartitionError(f"partition config {path} was edited after partitioning: its canonical SHA-256 is "
+                             f"{actual[:16]}..., gnnbook.config_sha256 records {recorded[:16]}...; partition the "
+                             "dataset again (or restore the config as gnnbook wrote it)")
+
+
 def _digests(folder: Path, skip: Path) -> dict[str, str]:
     return {p.relative_to(folder).as_posix(): sha256_of(p) for p in sorted(folder.rglob("*"))
             if p.is_file() and p != skip}
@@ -420,6 +455,7 @@ def _verify_files(path: Path, config: dict[str, Any]) -> None:
              for k in ("part_graph", "node_feats", "edge_feats") if config[f"part-{i}"].get(k)}
     expected = config.get("gnnbook", {}).get("sha256") if isinstance(config.get("gnnbook"), dict) else None
     if expected:
+        _check_config_digest(path, config)
         files.update({(path.parent / name).resolve(): "listed" for name in expected})
     for file in files:
         if not file.is_file():
