@@ -215,6 +215,10 @@ def _grade_in_workers(roots: list[Path], max_points: dict, cell_timeout_s: float
                 for _, nb in share)
     package_root = str(Path(__file__).resolve().parents[2])
     env = {"PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
+    # Each worker's kernels get their share of the cores: torch's OpenMP threads, as many as the cores in
+    # every kernel, would oversubscribe them, and small graphs then run several times slower.
+    threads = str(max(1, (os.cpu_count() or 1) // len(roots)))
+    env |= {var: os.environ.get(var, threads) for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
     outputs = []
     try:
         with ProcessGroup(deadline_s=cells * cell_timeout_s + 600, log_dir=tmp / "logs") as group:
