@@ -8,7 +8,7 @@ Used in: labs/lab11_spatiotemporal_index_batching.ipynb.
 Most spatio-temporal GNN loaders *materialise* their snapshots: every sliding
 window of ``past`` input steps and ``horizon`` target steps is copied, so the
 dataset holds about ``past + horizon`` copies of the series.  PGT-I
-(index-batching for PyTorch Geometric Temporal; Barker et al., 2025) keeps
+(index-batching for PyTorch Geometric Temporal; Ockerman et al., SC'25, arXiv 2507.11683) keeps
 the series once and turns a window index ``i`` into the slices
 ``series[i : i + past]`` and ``series[i + past : i + past + horizon]`` at batch
 time, reporting up to 89% less memory.  PGT 0.56 ships this, but importing

@@ -20,27 +20,60 @@ shows the table at the end, and (when papermill gives it a ``results_path``)
 writes it with its measured numbers as one JSON file.  ``make course`` and
 chapter 9 read those files back and print one table for the whole course.
 
-A claim row says what the paper states and where (``source``: paper, venue,
-table or figure), what the paper's number is (``published``), what this run
-measured (``measured``), and whether the check in the notebook held
-(``holds``).  The check itself stays an ``assert`` in the notebook, on the
-same condition that is passed as ``holds``.
+Only falsifiable comparisons are recorded: a measurement of this run against
+something that could have disagreed with it.  Each row has a ``kind``:
+
+- ``"paper"``: against a paper's number or statement; ``source`` is the paper's
+  key in the repository's ``references.bib`` and where in it (``"kipf2017gcn,
+  table 2"``).
+- ``"model"``: against a prediction of the course's own model (a formula, a
+  cost model, a simulator) that the code measured does not compute;
+  ``source`` starts with ``"our model"`` (``"our model: gnnbook.comm.gloo_bytes"``)
+  or is a bib key when the model is a paper's.
+- ``"measurement"``: against another measurement of this run (one process
+  against K processes, minibatch against full-graph); ``source`` starts with
+  ``"our measurement"`` or is a bib key of the paper that states the relation.
+- ``"target"``: against a lab's target (a teacher's choice, not a result);
+  ``source`` starts with ``"lab target"``.
+
+Invariants (a bound that holds by construction, a formula compared with itself,
+bookkeeping of the code's own arguments, a theorem such as Belady's optimality)
+cannot fail on a correct program: notebooks keep them as plain ``assert`` and do
+not record them here.
+
+A row also says what the source states (``published``), what this run measured
+(``measured``) and whether the check in the notebook held (``holds``).  The check
+itself stays an ``assert`` in the notebook, on the same condition that is passed
+as ``holds``.
 
 Example:
     >>> claims = Claims("02_gnn_models")
-    >>> ok = claims.add("GCN on Cora", source="Kipf & Welling, ICLR'17, table 2",
+    >>> ok = claims.add("GCN on Cora", kind="paper", source="kipf2017gcn, table 2",
     ...                 published="81.5%", measured="81.8% (5 seeds)", holds=True)
-    >>> ok, claims.rows[0]["holds"]
-    (True, True)
+    >>> ok, claims.rows[0]["kind"], source_key(claims.rows[0]["source"])
+    (True, 'paper', 'kipf2017gcn')
 """
 from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 from typing import Any
 
-FIELDS = ("claim", "source", "published", "measured", "holds")
+FIELDS = ("claim", "kind", "source", "published", "measured", "holds")
+KINDS = ("paper", "model", "measurement", "target")
+# sources that are not a paper: the course's own model, its own measurements, a lab's target
+OWN_SOURCES = ("our model", "our measurement", "lab target")
+
+
+def source_key(source: str) -> str | None:
+    """The ``references.bib`` key a claim's source starts with (``"kipf2017gcn, table 2"``: ``"kipf2017gcn"``),
+    or None for the course's own model, measurement or target, or a source that does not start with a key."""
+    if source.startswith(OWN_SOURCES):
+        return None
+    key = re.match(r"[a-z]+(?:19|20)\d\d[a-z0-9]*(?=$|[\s,;(])", source)
+    return key.group() if key else None
 
 
 class Claims:
@@ -50,10 +83,17 @@ class Claims:
         self.notebook = notebook
         self.rows: list[dict[str, Any]] = []
 
-    def add(self, claim: str, *, source: str, published: str, measured: str, holds: bool) -> bool:
+    def add(self, claim: str, *, kind: str, source: str, published: str, measured: str, holds: bool) -> bool:
         """Record one claim; returns ``holds`` so that a notebook can write
         ``assert claims.add(..., holds=cond), message``."""
-        self.rows.append({"claim": claim, "source": source, "published": str(published),
+        if kind not in KINDS:
+            raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
+        if kind == "paper" and source_key(source) is None:
+            raise ValueError(f"a paper claim's source starts with its references.bib key (then ', table N'), "
+                             f"not {source!r}")
+        if kind != "paper" and not source.startswith(OWN_SOURCES) and source_key(source) is None:
+            raise ValueError(f"source {source!r}: a references.bib key, or one of {OWN_SOURCES}")
+        self.rows.append({"claim": claim, "kind": kind, "source": source, "published": str(published),
                           "measured": str(measured), "holds": bool(holds)})
         return bool(holds)
 

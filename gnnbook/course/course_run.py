@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,7 +28,7 @@ from typing import Any
 from .claims import read_claims, write_json_atomic
 
 SUMMARY = "claims.json"
-COLUMNS = ("notebook", "claim", "source", "published", "measured", "holds", "seconds")
+COLUMNS = ("notebook", "claim", "kind", "source", "published", "measured", "holds", "seconds")
 
 
 @dataclass
@@ -45,12 +46,12 @@ class NotebookRun:
         """The notebook's claim rows; one explanatory row when it failed or claimed nothing."""
         base = dict(notebook=self.notebook, seconds=round(self.seconds, 1))
         if self.error:
-            return [dict(base, claim=f"notebook failed: {self.error}", source="", published="",
+            return [dict(base, claim=f"notebook failed: {self.error}", kind="", source="", published="",
                          measured="", holds=False)]
         if not self.claims:
-            return [dict(base, claim="(no claims recorded)",
+            return [dict(base, claim="(no claims recorded)", kind="",
                          source="", published="", measured="", holds=None)]
-        return [dict(base, **{k: c.get(k, "") for k in ("claim", "source", "published", "measured", "holds")})
+        return [dict(base, **{k: c.get(k, "") for k in ("claim", "kind", "source", "published", "measured", "holds")})
                 for c in self.claims]
 
 
@@ -109,9 +110,9 @@ def claims_table(rows: list[dict[str, Any]], markdown: bool = False) -> str:
     def mark(holds: Any) -> str:
         return "-" if holds is None else ("yes" if holds else "NO")
 
-    cells = [[str(r["notebook"]), str(r["claim"]), str(r["source"]), str(r["published"]), str(r["measured"]),
-              mark(r["holds"]), f"{r['seconds']:.0f} s"] for r in rows]
-    header = ["notebook", "claim", "paper", "published", "measured", "holds", "run time"]
+    cells = [[str(r["notebook"]), str(r["claim"]), str(r.get("kind", "")), str(r["source"]), str(r["published"]),
+              str(r["measured"]), mark(r["holds"]), f"{r['seconds']:.0f} s"] for r in rows]
+    header = ["notebook", "claim", "kind", "source", "published", "measured", "holds", "run time"]
     if markdown:
         def escape(text: str) -> str:
             return text.replace("|", "\\|").replace("\n", " ")
@@ -133,7 +134,10 @@ def report(runs: list[NotebookRun]) -> tuple[str, bool]:
     broken = [f"{r['notebook']}: {r['claim']}" for r in rows if r["holds"] is False and r["notebook"] not in failed]
     lines = [claims_table(rows), ""]
     total = sum(run.seconds for run in runs)
-    lines.append(f"{len(runs)} notebook(s) in {total:.0f} s; {sum(len(r.claims) for r in runs)} claim(s); "
+    kinds = Counter(c.get("kind") or "?" for run in runs for c in run.claims)
+    by_kind = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+    lines.append(f"{len(runs)} notebook(s) in {total:.0f} s; {sum(len(r.claims) for r in runs)} claim(s)"
+                 f"{f' ({by_kind})' if by_kind else ''}; "
                  f"{len(failed)} notebook(s) failed; {len(broken)} claim(s) do not hold.")
     for name in failed:
         lines.append(f"  failed: {name} (executed copy: {next(r.executed for r in runs if r.notebook == name)})")
