@@ -31,6 +31,7 @@ from pathlib import Path
 import nbformat
 
 from ..base.errors import UserError
+from .claims import source_key
 from .course_run import SUMMARY, claims_table
 from .release import BEGIN_SOLUTION
 
@@ -168,8 +169,8 @@ def cited(source: str, keys: set[str]) -> str:
         >>> cited("kipf2017gcn, table 2", {"kipf2017gcn"})
         '{cite:p}`kipf2017gcn`, table 2'
     """
-    head, sep, rest = source.partition(",")
-    return f"{{cite:p}}`{head.strip()}`{sep}{rest}" if head.strip() in keys else source
+    key = source_key(source)
+    return f"{{cite:p}}`{key}`{source[len(key):]}" if key in keys else source
 
 
 def claims_page(claims_rows: list[dict] | None, keys: set[str] = frozenset()) -> str:
