@@ -33,11 +33,12 @@ import nbformat
 from ..base.errors import UserError
 from .claims import source_key
 from .course_run import SUMMARY, claims_table
-from .release import BEGIN_SOLUTION
+from .release import BEGIN_SOLUTION, END_SOLUTION
 
-BEGIN_HIDDEN = "### BEGIN HIDDEN TESTS"
-_SOLUTION = re.compile(r"^([ \t]*)### BEGIN SOLUTION\n.*?^[ \t]*### END SOLUTION[ \t]*$", re.S | re.M)
-_HIDDEN = re.compile(r"^[ \t]*### BEGIN HIDDEN TESTS\n.*?^[ \t]*### END HIDDEN TESTS[ \t]*\n?", re.S | re.M)
+BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+# nbgrader's regions, marked as release.py marks them
+_SOLUTION = re.compile(rf"^([ \t]*){BEGIN_SOLUTION}\n.*?^[ \t]*{END_SOLUTION}[ \t]*$", re.S | re.M)
+_HIDDEN = re.compile(rf"^[ \t]*{BEGIN_HIDDEN}\n.*?^[ \t]*{END_HIDDEN}[ \t]*\n?", re.S | re.M)
 # The papers and datasets the course cites (the References page), at the repository's root.
 BIBFILE = Path(__file__).resolve().parents[2] / "references.bib"
 _BIB_KEY = re.compile(r"^@\w+\s*\{\s*([^,\s]+)\s*,", re.M)

@@ -116,8 +116,8 @@ class LocalCluster:
             # (or before the first) still removes the namespaces, bridge and mounts.
             self._watchdog = reaper.Watchdog(reaper.new_tag())
             self._namespaces = EmulatedHosts(self.partition.num_parts).__enter__()
-            for step in self._namespaces._done:  # in set-up order; the watchdog undoes them in reverse
-                self._watchdog.undo_on_death(["rm", "-rf", step[1]] if step[0] == "rmdir" else list(step))
+            for command in self._namespaces.undo_commands():  # the watchdog runs them in reverse
+                self._watchdog.undo_on_death(command)
         return self
 
     def __exit__(self, *exc) -> None:
@@ -169,8 +169,8 @@ class LocalCluster:
         # If this process is killed, the watchdog removes what __exit__ would have.
         if self._own_workdir and not self.keep_workdir:
             job.group.remove_on_death(self.workdir)
-        for step in self._namespaces._done if self._namespaces else []:  # in set-up order
-            job.group.undo_on_death(["rm", "-rf", step[1]] if step[0] == "rmdir" else list(step))
+        for command in self._namespaces.undo_commands() if self._namespaces else []:
+            job.group.undo_on_death(command)
         self.started.append(job)
         return job.start()
 

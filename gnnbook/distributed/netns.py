@@ -104,6 +104,11 @@ class EmulatedHosts:
         self.machines: list[Machine] = []
         self._done: list[tuple[str, ...]] = []  # undo steps, run in reverse
 
+    def undo_commands(self) -> list[list[str]]:
+        """The shell commands that undo the set-up, in set-up order (run them in reverse): what a watchdog
+        runs when the process that made these hosts dies before :meth:`__exit__`."""
+        return [["rm", "-rf", step[1]] if step[0] == "rmdir" else list(step) for step in self._done]
+
     def __enter__(self) -> "EmulatedHosts":
         try:
             self._setup()

@@ -23,11 +23,14 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tqdm.auto import tqdm
-
-__all__ = ["EpochProgress", "parse_epoch_line"]
+__all__ = ["EpochProgress", "format_epoch_line", "parse_epoch_line"]
 
 _EPOCH = re.compile(r"^epoch (\d+): loss ([-\d.e+naif]+) val ([\d.]+) test ([\d.]+) ([\d.]+)s$")
+
+
+def format_epoch_line(epoch: int, loss: float, val_acc: float, test_acc: float, seconds: float) -> str:
+    """The line rank 0 prints after each epoch (the trainer's log; :func:`parse_epoch_line` reads it back)."""
+    return f"epoch {epoch}: loss {loss:.3f} val {val_acc:.3f} test {test_acc:.3f} {seconds:.2f}s"
 
 
 def parse_epoch_line(line: str) -> dict[str, Any] | None:
@@ -48,11 +51,14 @@ class EpochProgress:
         self.log, self.epochs, self.deadline_s, self.poll_s = Path(log), epochs, deadline_s, poll_s
         self.enabled = enabled
         self.epochs_seen: list[dict[str, Any]] = []
+        self._offset, self._partial = 0, ""     # how far the log was read; an unfinished last line
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._bar = None
 
     def __enter__(self) -> "EpochProgress":
+        from tqdm.auto import tqdm    # the launcher's bar only: the trainers import this module too
+
         self._start = time.monotonic()
         self._bar = tqdm(total=self.epochs, desc="epochs", unit="epoch", disable=not self.enabled, leave=True)
         self._thread = threading.Thread(target=self._follow, name="gnnbook-epoch-progress", daemon=True)
@@ -72,9 +78,6 @@ class EpochProgress:
             left = self.deadline_s - (time.monotonic() - self._start)
             self._bar.set_description(f"epochs (deadline in {max(0, left):.0f} s)", refresh=False)
             self._bar.refresh()
-
-    _offset = 0
-    _partial = ""
 
     def _read_new_lines(self) -> None:
         try:

@@ -74,6 +74,7 @@ from .checkpoint import identity, load_checkpoint, resume_state, save_checkpoint
 from .config import TrainConfig, make_model, node_data_keys
 from .feature_cache import FeatureCache, cache_capacity, presample_counts, remote_candidates, select_cached_nodes
 from .partition_files import OpenedPartition, open_partition
+from .progress import format_epoch_line
 from .repeatable import check_repeatable, seed_own_sampling, seed_remote_servers
 from .stages import STAGES, StageClock, allreduce_gradients, count_remote_neighbours
 
@@ -266,8 +267,8 @@ def run(part_config: str | Path | OpenedPartition, config: TrainConfig) -> dict[
             remote_neighbours=column(9), trainer_remote_neighbours=column(10), cache_mismatched_rows=column(11),
             stage_seconds={s: column(12 + i, float) for i, s in enumerate(STAGES)}))
         if rank == 0:
-            print(f"epoch {epoch}: loss {history[-1]['loss']:.3f} val {history[-1]['val_acc']:.3f} "
-                  f"test {history[-1]['test_acc']:.3f} {history[-1]['seconds']:.2f}s", flush=True)
+            last = history[-1]
+            print(format_epoch_line(epoch, last["loss"], last["val_acc"], last["test_acc"], last["seconds"]), flush=True)
             if config.checkpoint_dir:
                 save_checkpoint(config.checkpoint_dir, dict(
                     epoch=epoch, model=model.state_dict(), optimizer=optimizer.state_dict(), history=history,
