@@ -58,7 +58,7 @@ START_S, EPOCH_S, STEP_S = 120.0, 5.0, 1.0
 
 
 def default_deadline_s(part_config: str | Path | OpenedPartition, config: TrainConfig, world_size: int) -> float:
-    """START_S + epochs x (EPOCH_S + STEP_S x steps per epoch), the steps
+    """START_S + runs x epochs x (EPOCH_S + STEP_S x steps per epoch), the steps
     counted from the partitions' training nodes as the trainer splits them.
 
     Example:
@@ -67,7 +67,7 @@ def default_deadline_s(part_config: str | Path | OpenedPartition, config: TrainC
     """
     train = open_partition(part_config).train_nodes or 0
     steps = math.ceil(train / max(1, world_size) / config.batch_size)
-    return START_S + config.epochs * (EPOCH_S + STEP_S * steps)
+    return START_S + config.runs * config.epochs * (EPOCH_S + STEP_S * steps)
 
 
 class LocalCluster:
@@ -199,7 +199,8 @@ class LocalCluster:
         world = self.num_trainers * num_parts
         deadline = self.deadline_s or default_deadline_s(self.partition, config, world)
         start = time.perf_counter()
-        with EpochProgress(folder / "logs" / "trainer-m0-r0.log", config.epochs, deadline, enabled=progress):
+        with EpochProgress(folder / "logs" / "trainer-m0-r0.log", config.epochs, deadline, enabled=progress,
+                           runs=config.runs):
             self.run(self.trainer_command(config), folder, deadline)
         if not out.is_file():
             raise LaunchError(f"the job ended without error but its trainer wrote no result ({out})")

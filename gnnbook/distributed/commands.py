@@ -135,14 +135,16 @@ def _dist_train(args: argparse.Namespace) -> int:
         single["test_acc_per_seed"] = [r["test_acc"] for r in runs]
         single["test_acc_mean"] = sum(single["test_acc_per_seed"]) / len(runs)
         result["single_process"] = single
-        result["accuracy_gap"] = result["test_acc"] - single["test_acc_mean"]
+        result["accuracy_gap"] = result["test_acc_mean"] - single["test_acc_mean"]  # the job's runs' mean
     if not args.history:
         result.pop("history")
     if args.json:
         print(json.dumps(result, indent=1))
     else:
         print(f"{result['num_parts']} partitions x {args.num_trainers} trainers ({result['mode']}): test accuracy "
-              f"{result['test_acc']:.3f} (best val epoch {result['best_epoch']}), {result['seconds_per_epoch']:.2f} s/epoch, "
+              f"{result['test_acc']:.3f} (best val epoch {result['best_epoch']}"
+              + (f"; mean of {len(result['runs'])} runs {result['test_acc_mean']:.3f}" if len(result["runs"]) > 1 else "")
+              + f"), {result['seconds_per_epoch']:.2f} s/epoch, "
               f"steps per trainer {result['steps_per_trainer']}, remote feature rows "
               f"{100 * result['feature_rows']['remote_fraction']:.1f}%, wall {result['wall_seconds']:.1f} s")
         stages = {s: sum(map(sum, v)) for s, v in result["per_epoch"]["stage_seconds"].items()}
@@ -224,6 +226,8 @@ TRAIN_HELP = {
     "weight_decay": "Adam's weight decay, an L2 penalty (default: 5e-4)",
     "hidden": "hidden width (default: the paper's, gnnbook.models.MODEL_DEFAULTS)",
     "seed": "seed of each trainer's model, minibatches and sampling (default: 0)",
+    "runs": "train this many times in one job, with seeds --seed, --seed + 1, ... (the processes start once); "
+            "the result gives each run's accuracy and their mean (default: 1)",
     "checkpoint_dir": "save a checkpoint here after every epoch",
     "resume": "continue from the checkpoint in --checkpoint-dir; an error if there is none or it was saved with "
               "other settings, world size or partition",

@@ -58,6 +58,9 @@ class TrainConfig:
     weight_decay: float = 5e-4
     hidden: int | None = None  # None: the paper's default (gnnbook.models.MODEL_DEFAULTS)
     seed: int = 0
+    # Train this many times in one job, with seeds seed, seed + 1, ...: the servers and processes start once (a
+    # job's start-up, ~25 s on 2 cores, costs more than a Cora run); OGB's example scripts call it --runs.
+    runs: int = 1
     checkpoint_dir: str | None = None  # a checkpoint after every epoch when set
     resume: bool = False  # continue from the checkpoint in checkpoint_dir (an error if there is none)
     resume_if_present: bool = False  # continue from it if there is one, else start at epoch 0
@@ -85,6 +88,11 @@ class TrainConfig:
             raise ValueError(f"eval_fanouts needs one positive count per layer ({len(self.fanouts)}), "
                              f"got {self.eval_fanouts}")
         check_cache_options(self.cache_policy, self.cache_fraction)
+        if self.runs < 1:
+            raise ValueError(f"runs must be >= 1 (trainings with seeds seed, seed + 1, ...), got {self.runs}")
+        if self.runs > 1 and self.checkpoint_dir:
+            raise ValueError("a checkpoint holds one run: use runs=1 with checkpoint_dir (--checkpoint-dir), "
+                             "or several jobs with their own checkpoint folders")
         if (self.resume or self.resume_if_present) and not self.checkpoint_dir:
             raise ValueError("resume needs checkpoint_dir (where the last run saved its checkpoints)")
 

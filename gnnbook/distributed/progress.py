@@ -13,7 +13,7 @@ job's own connections, and a job whose log never shows an epoch line leaves the 
 
 Example:
     >>> parse_epoch_line("epoch 3: loss 0.512 val 0.781 test 0.790 0.84s")
-    {'epoch': 3, 'loss': 0.512, 'val_acc': 0.781, 'test_acc': 0.79, 'seconds': 0.84}
+    {'run': 0, 'epoch': 3, 'loss': 0.512, 'val_acc': 0.781, 'test_acc': 0.79, 'seconds': 0.84}
 """
 from __future__ import annotations
 
@@ -25,12 +25,14 @@ from typing import Any
 
 __all__ = ["EpochProgress", "format_epoch_line", "parse_epoch_line"]
 
-_EPOCH = re.compile(r"^epoch (\d+): loss ([-\d.e+naif]+) val ([\d.]+) test ([\d.]+) ([\d.]+)s$")
+_EPOCH = re.compile(r"^(?:run (\d+) )?epoch (\d+): loss ([-\d.e+naif]+) val ([\d.]+) test ([\d.]+) ([\d.]+)s$")
 
 
-def format_epoch_line(epoch: int, loss: float, val_acc: float, test_acc: float, seconds: float) -> str:
-    """The line rank 0 prints after each epoch (the trainer's log; :func:`parse_epoch_line` reads it back)."""
-    return f"epoch {epoch}: loss {loss:.3f} val {val_acc:.3f} test {test_acc:.3f} {seconds:.2f}s"
+def format_epoch_line(epoch: int, loss: float, val_acc: float, test_acc: float, seconds: float,
+                      run: int = 0) -> str:
+    """The line rank 0 prints after each epoch (the trainer's log; :func:`parse_epoch_line` reads it back);
+    runs after the first of a job (``TrainConfig.runs``) are named: ``run 1 epoch 3: ...``."""
+    return ("" if run == 0 else f"run {run} ") + f"epoch {epoch}: loss {loss:.3f} val {val_acc:.3f} test {test_acc:.3f} {seconds:.2f}s"
 
 
 def parse_epoch_line(line: str) -> dict[str, Any] | None:
@@ -38,17 +40,19 @@ def parse_epoch_line(line: str) -> dict[str, Any] | None:
     match = _EPOCH.match(line.strip())
     if not match:
         return None
-    epoch, loss, val, test, seconds = match.groups()
-    return dict(epoch=int(epoch), loss=float(loss), val_acc=float(val), test_acc=float(test), seconds=float(seconds))
+    run, epoch, loss, val, test, seconds = match.groups()
+    return dict(run=int(run or 0), epoch=int(epoch), loss=float(loss), val_acc=float(val), test_acc=float(test), seconds=float(seconds))
 
 
 class EpochProgress:
-    """Follow ``log`` (rank 0's log file, which may not exist yet) while a job of ``epochs`` epochs
-    runs, as a context manager around the job; ``deadline_s`` is shown as the time left.  The epochs
+    """Follow ``log`` (rank 0's log file, which may not exist yet) while a job of ``runs`` runs of
+    ``epochs`` epochs each runs, as a context manager around the job; ``deadline_s`` is shown as the time left.  The epochs
     seen are kept in :attr:`epochs_seen` (a test reads them)."""
 
-    def __init__(self, log: Path, epochs: int, deadline_s: float, enabled: bool = True, poll_s: float = 0.5):
+    def __init__(self, log: Path, epochs: int, deadline_s: float, enabled: bool = True, poll_s: float = 0.5,
+                 runs: int = 1):
         self.log, self.epochs, self.deadline_s, self.poll_s = Path(log), epochs, deadline_s, poll_s
+        self.runs = runs
         self.enabled = enabled
         self.epochs_seen: list[dict[str, Any]] = []
         self._offset, self._partial = 0, ""     # how far the log was read; an unfinished last line
@@ -60,7 +64,7 @@ class EpochProgress:
         from tqdm.auto import tqdm    # the launcher's bar only: the trainers import this module too
 
         self._start = time.monotonic()
-        self._bar = tqdm(total=self.epochs, desc="epochs", unit="epoch", disable=not self.enabled, leave=True)
+        self._bar = tqdm(total=self.epochs * self.runs, desc="epochs", unit="epoch", disable=not self.enabled, leave=True)
         self._thread = threading.Thread(target=self._follow, name="gnnbook-epoch-progress", daemon=True)
         self._thread.start()
         return self
@@ -94,8 +98,9 @@ class EpochProgress:
         self._partial = lines.pop()       # an unfinished line waits for its end
         for line in lines:
             row = parse_epoch_line(line)
-            if row is None or any(seen["epoch"] == row["epoch"] for seen in self.epochs_seen):
+            if row is None or any((seen["run"], seen["epoch"]) == (row["run"], row["epoch"])
+                                  for seen in self.epochs_seen):
                 continue
             self.epochs_seen.append(row)
-            self._bar.n = row["epoch"] + 1       # a resumed job starts past zero
+            self._bar.n = row["run"] * self.epochs + row["epoch"] + 1       # a resumed job starts past zero
             self._bar.set_postfix(loss=f"{row['loss']:.3f}", val=f"{row['val_acc']:.3f}", refresh=False)

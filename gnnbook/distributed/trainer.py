@@ -31,7 +31,9 @@ trainer it connects to all servers.  Then each trainer
    epoch, rank), but a resumed run's minibatch order still differs from an
    uninterrupted run's: DGL's loader shuffles its previous order in place, and
    the resumed loader starts from the unshuffled one);
-7. trainer rank 0 writes the JSON result (``--out``).
+7. with ``--runs N``, trains N times with seeds seed, seed + 1, ... (the servers and processes start
+   once: on 2 cores a job's start-up takes longer than a run on Cora);
+8. trainer rank 0 writes the JSON result (``--out``).
 
 Node data are ``feat`` / ``label`` in gnnbook's partitions and ``features`` /
 ``labels`` in DGL's examples: both are found (``--feat-name`` / ``--label-name``
@@ -59,6 +61,7 @@ import os
 import signal
 import sys
 import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -163,12 +166,33 @@ def _measurements(history: list[dict[str, Any]], start_epoch: int, config: Train
                    mismatched_rows=sum(sum(h["cache_mismatched_rows"]) for h in epochs)))
 
 
-def run(part_config: str | Path | OpenedPartition, config: TrainConfig) -> dict[str, Any]:
-    """Train on an initialised DistDGL client (or standalone); return the result
-    (every rank returns it; rank 0 also writes it to ``config.out``).  The config is
-    read once, here (the launcher checked its files before this process started)."""
+@dataclass
+class _Job:
+    """What every run of one job shares: the graph, this rank's share of the nodes, the loaders, the cache."""
+
+    partition: OpenedPartition
+    g: Any
+    book: Any
+    feat_key: str
+    label_key: str
+    rank: int
+    world: int
+    train_nodes: int          # this rank's share of the training nodes, before truncation
+    train_nids: torch.Tensor  # ... truncated to the smallest share of any rank
+    num_classes: int
+    sampler: Any
+    eval_loaders: dict[str, Any]
+    loader: Any               # the first run's training loader (made before the cache's presampling pass)
+    cache: FeatureCache = field(repr=False, default=None)
+
+    def new_train_loader(self, batch_size: int):
+        return dgl.dataloading.DistNodeDataLoader(self.g, self.train_nids, self.sampler, batch_size=batch_size,
+                                                  shuffle=True, drop_last=False)
+
+
+def _open_job(part_config: str | Path | OpenedPartition, config: TrainConfig) -> _Job:
+    """Setup: the DistGraph, node shares, loaders and feature cache of this trainer."""
     partition = open_partition(part_config, verify=False, node_data=False)
-    meta = partition.config
     g = dgl.distributed.DistGraph(partition.graph_name, part_config=str(partition.config_path))
     book = g.get_partition_book()
     emulation.verify(book.partid)  # each trainer on its own machine's partition
@@ -177,123 +201,170 @@ def run(part_config: str | Path | OpenedPartition, config: TrainConfig) -> dict[
     splits = {s: dgl.distributed.node_split(g.ndata[f"{s}_mask"], book, force_even=True) for s in ("train", "val", "test")}
     train_nodes = len(splits["train"])
     keep = int(_reduce([train_nodes], dist.ReduceOp.MIN)[0])
-    train_nids = splits["train"][:keep]
-
-    model = make_model(config, g.ndata[feat_key].shape[1], _num_classes(g, meta, label_key))
-    # No DDP: its all-reduce overlaps the backward pass; an explicit one can be timed (stages.py).
-    parameters = list(model.parameters())
-    optimizer = torch.optim.Adam(parameters, lr=config.learning_rate, weight_decay=config.weight_decay)
-    sampler = dgl.dataloading.NeighborSampler(config.fanouts)
     eval_sampler = (dgl.dataloading.MultiLayerFullNeighborSampler(len(config.fanouts)) if config.eval_fanouts is None
-            else dgl.dataloading.NeighborSampler(config.eval_fanouts))
-
-    def new_train_loader():
-        return dgl.dataloading.DistNodeDataLoader(g, train_nids, sampler, batch_size=config.batch_size,
-                                                  shuffle=True, drop_last=False)
-
-    loader = new_train_loader()
-    eval_loaders = {s: dgl.dataloading.DistNodeDataLoader(g, splits[s], eval_sampler, batch_size=config.eval_batch_size)
-                    for s in ("val", "test")}
-    num_parts = partition.num_parts
+                    else dgl.dataloading.NeighborSampler(config.eval_fanouts))
+    job = _Job(partition=partition, g=g, book=book, feat_key=feat_key, label_key=label_key, rank=rank, world=world,
+               train_nodes=train_nodes, train_nids=splits["train"][:keep],
+               num_classes=_num_classes(g, partition.config, label_key),
+               sampler=dgl.dataloading.NeighborSampler(config.fanouts),
+               eval_loaders={s: dgl.dataloading.DistNodeDataLoader(g, splits[s], eval_sampler,
+                                                                   batch_size=config.eval_batch_size)
+                             for s in ("val", "test")},
+               loader=None)
+    job.loader = job.new_train_loader(config.batch_size)
     if config.repeatable_sampling and _distributed():
-        check_repeatable(num_parts, world // num_parts, dgl.distributed.rpc.get_num_server_per_machine(),
-                         int(os.environ.get("DGL_NUM_SAMPLER", "0")))
-        seed_remote_servers(config.seed * 7919, book.partid, num_parts)
-    cache = _feature_cache(g, book, feat_key, new_train_loader, config, rank)
+        check_repeatable(partition.num_parts, world // partition.num_parts,
+                         dgl.distributed.rpc.get_num_server_per_machine(), int(os.environ.get("DGL_NUM_SAMPLER", "0")))
+        seed_remote_servers(config.seed * 7919, book.partid, partition.num_parts)
+    job.cache = _feature_cache(g, book, feat_key, lambda: job.new_train_loader(config.batch_size), config, rank)
+    return job
 
+
+def _train_epoch(job: _Job, model, optimizer, loader, config: TrainConfig, epoch: int, clock: StageClock,
+                 first: bool = False) -> dict[str, Any]:
+    """One epoch over this rank's minibatches, then evaluation; the epoch's row of the history (every rank's
+    counts gathered, accuracies summed over ranks).  ``first``: the run's first epoch (or the resumed one)."""
+    g, cache, rank, world = job.g, job.cache, job.rank, job.world
+    parameters = list(model.parameters())
+    epoch_seed = config.seed * 1_000_003 + epoch * 1009
+    set_seed(epoch_seed + rank)
+    if config.repeatable_sampling and _distributed():
+        seed_remote_servers(epoch_seed, job.book.partid, job.partition.num_parts)
+    model.train()
+    start, steps, loss_sum, step_seconds, mismatched = time.perf_counter(), 0, 0.0, 0.0, 0
+    neighbours = [0, 0, 0]  # sampled, on another machine than their sampler, than this trainer
+    if config.verify_cache and first and len(cache):  # every cached row against the servers' row
+        mismatched += int((~(cache.rows == g.ndata[job.feat_key][cache.cached]).all(dim=1)).sum())
+    batches = iter(loader)
+    while True:
+        step_start = time.perf_counter()
+        with clock("sample"):
+            if config.repeatable_sampling:
+                seed_own_sampling(epoch_seed + rank, steps)
+            batch = next(batches, None)
+        if batch is None:
+            break
+        input_nodes, seeds, blocks = batch
+        with clock("fetch"):
+            features = cache.fetch(input_nodes)
+            labels = g.ndata[job.label_key][seeds].long()
+        with clock("forward"):
+            loss = F.cross_entropy(model(blocks, features), labels)
+        with clock("backward"):
+            optimizer.zero_grad()
+            loss.backward()
+        with clock("allreduce"):
+            allreduce_gradients(parameters, world)
+        with clock("optimizer"):
+            optimizer.step()
+        loss_sum += float(loss)
+        steps += 1
+        neighbours = [a + b for a, b in zip(neighbours, count_remote_neighbours(blocks, job.book.nid2partid,
+                                                                                 job.book.partid))]
+        step_seconds += time.perf_counter() - step_start
+        if config.verify_cache:  # after the step's clock: a second fetch of every row, from the servers
+            mismatched += int((~(features == g.ndata[job.feat_key][input_nodes]).all(dim=1)).sum())
+    seconds = time.perf_counter() - start
+    stage_seconds, counts = clock.take(), cache.take_counts()
+    model.eval()
+    eval_counts = [c for s in ("val", "test") for c in _evaluate(model, g, job.eval_loaders[s], job.feat_key,
+                                                                  job.label_key)]
+    val_c, val_n, test_c, test_n = _reduce(eval_counts)
+    per_rank = _gather([steps, counts["local_rows"], counts["misses"], seconds, loss_sum / max(1, steps),
+                        counts["hits"], counts["remote_bytes"], step_seconds, *neighbours, mismatched,
+                        *stage_seconds.values()])
+    column = functools.partial(_column, per_rank)
+    return dict(
+        epoch=epoch, loss=sum(r[4] for r in per_rank) / world, val_acc=val_c / max(1, val_n),
+        test_acc=test_c / max(1, test_n), seconds=max(r[3] for r in per_rank),
+        steps=column(0), local_rows=column(1), remote_rows=column(2), cache_hits=column(5),
+        remote_bytes=column(6), step_seconds=column(7, float), sampled_neighbours=column(8),
+        remote_neighbours=column(9), trainer_remote_neighbours=column(10), cache_mismatched_rows=column(11),
+        stage_seconds={s: column(12 + i, float) for i, s in enumerate(STAGES)})
+
+
+def _train_run(job: _Job, config: TrainConfig, loader, run_index: int = 0) -> tuple[list[dict[str, Any]], int]:
+    """One training run (a fresh model seeded with ``config.seed``, or the checkpoint's): its history and the
+    epoch it started at.  Rank 0 logs each epoch, saves the checkpoint and injects the configured fault."""
+    model = make_model(config, job.g.ndata[job.feat_key].shape[1], job.num_classes)
+    # No DDP: its all-reduce overlaps the backward pass; an explicit one can be timed (stages.py).
+    optimizer = torch.optim.Adam(model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay)
     history, start_epoch = [], 0
-    run_identity = identity(config, world, partition)
-    state = resume_state(config, world, partition)
+    run_identity = identity(config, job.world, job.partition)
+    state = resume_state(config, job.world, job.partition)
     if state is not None:
         model.load_state_dict(state["model"])
         optimizer.load_state_dict(state["optimizer"])
         history, start_epoch = list(state["history"]), int(state["epoch"]) + 1
-    elif config.resume_if_present and rank == 0:
+    elif config.resume_if_present and job.rank == 0:
         print(f"no checkpoint in {config.checkpoint_dir}: starting from epoch 0", flush=True)
-    steps_per_epoch = math.ceil(keep / config.batch_size)
-    clock, owner_of = StageClock(), book.nid2partid
+    clock = StageClock()
     for epoch in range(start_epoch, config.epochs):
-        epoch_seed = config.seed * 1_000_003 + epoch * 1009
-        set_seed(epoch_seed + rank)
-        if config.repeatable_sampling and _distributed():
-            seed_remote_servers(epoch_seed, book.partid, num_parts)
-        model.train()
-        start, steps, loss_sum, step_seconds, mismatched = time.perf_counter(), 0, 0.0, 0.0, 0
-        neighbours = [0, 0, 0]  # sampled, on another machine than their sampler, than this trainer
-        if config.verify_cache and epoch == start_epoch and len(cache):  # every cached row against the servers' row
-            mismatched += int((~(cache.rows == g.ndata[feat_key][cache.cached]).all(dim=1)).sum())
-        batches = iter(loader)
-        while True:
-            step_start = time.perf_counter()
-            with clock("sample"):
-                if config.repeatable_sampling:
-                    seed_own_sampling(epoch_seed + rank, steps)
-                batch = next(batches, None)
-            if batch is None:
-                break
-            input_nodes, seeds, blocks = batch
-            with clock("fetch"):
-                features = cache.fetch(input_nodes)
-                labels = g.ndata[label_key][seeds].long()
-            with clock("forward"):
-                loss = F.cross_entropy(model(blocks, features), labels)
-            with clock("backward"):
-                optimizer.zero_grad()
-                loss.backward()
-            with clock("allreduce"):
-                allreduce_gradients(parameters, world)
-            with clock("optimizer"):
-                optimizer.step()
-            loss_sum += float(loss)
-            steps += 1
-            neighbours = [a + b for a, b in zip(neighbours, count_remote_neighbours(blocks, owner_of, book.partid))]
-            step_seconds += time.perf_counter() - step_start
-            if config.verify_cache:  # after the step's clock: a second fetch of every row, from the servers
-                mismatched += int((~(features == g.ndata[feat_key][input_nodes]).all(dim=1)).sum())
-        seconds = time.perf_counter() - start
-        stage_seconds, counts = clock.take(), cache.take_counts()
-        model.eval()
-        eval_counts = [c for s in ("val", "test") for c in _evaluate(model, g, eval_loaders[s], feat_key, label_key)]
-        val_c, val_n, test_c, test_n = _reduce(eval_counts)
-        per_rank = _gather([steps, counts["local_rows"], counts["misses"], seconds, loss_sum / max(1, steps),
-                            counts["hits"], counts["remote_bytes"], step_seconds, *neighbours, mismatched,
-                            *stage_seconds.values()])
-        column = functools.partial(_column, per_rank)
-        history.append(dict(
-            epoch=epoch, loss=sum(r[4] for r in per_rank) / world, val_acc=val_c / max(1, val_n),
-            test_acc=test_c / max(1, test_n), seconds=max(r[3] for r in per_rank),
-            steps=column(0), local_rows=column(1), remote_rows=column(2), cache_hits=column(5),
-            remote_bytes=column(6), step_seconds=column(7, float), sampled_neighbours=column(8),
-            remote_neighbours=column(9), trainer_remote_neighbours=column(10), cache_mismatched_rows=column(11),
-            stage_seconds={s: column(12 + i, float) for i, s in enumerate(STAGES)}))
-        if rank == 0:
+        history.append(_train_epoch(job, model, optimizer, loader, config, epoch, clock, first=epoch == start_epoch))
+        if job.rank == 0:
             last = history[-1]
-            print(format_epoch_line(epoch, last["loss"], last["val_acc"], last["test_acc"], last["seconds"]), flush=True)
+            print(format_epoch_line(epoch, last["loss"], last["val_acc"], last["test_acc"], last["seconds"],
+                                    run=run_index), flush=True)
             if config.checkpoint_dir:
                 save_checkpoint(config.checkpoint_dir, dict(
                     epoch=epoch, model=model.state_dict(), optimizer=optimizer.state_dict(), history=history,
                     identity=run_identity))
             if config.fail_after_epoch == epoch:
                 os.kill(os.getpid(), signal.SIGKILL)  # fault injection: die as a crashed trainer would
+    return history, start_epoch
 
-    best = max(history, key=lambda h: (h["val_acc"], -h["epoch"]))
-    timed = [h["seconds"] for h in history if h["epoch"] >= start_epoch]
+
+def _best(history: list[dict[str, Any]]) -> dict[str, Any]:
+    """The epoch of best validation accuracy (the earliest of equals)."""
+    return max(history, key=lambda h: (h["val_acc"], -h["epoch"]))
+
+
+def _summary(job: _Job, config: TrainConfig, history: list[dict[str, Any]], start_epoch: int) -> dict[str, Any]:
+    """The result of one run: accuracies at the best epoch, time, steps, feature rows and the measurements."""
+    best, world = _best(history), job.world
+    this_run = [h for h in history if h["epoch"] >= start_epoch]
+    timed = [h["seconds"] for h in this_run]
     result = dict(
-        mode="distributed" if _distributed() else "standalone", world_size=world, num_parts=num_parts,
-        graph_name=partition.graph_name, test_acc=best["test_acc"], val_acc=best["val_acc"], best_epoch=best["epoch"],
-        final_test_acc=history[-1]["test_acc"], epochs_run=len(history), resumed_from_epoch=start_epoch,
-        seconds_per_epoch=sum(timed) / max(1, len(timed)), steps_per_epoch=steps_per_epoch,
-        steps_per_trainer=[sum(h["steps"][r] for h in history if h["epoch"] >= start_epoch) for r in range(world)],
-        train_nodes_per_trainer=[int(r[0]) for r in _gather([train_nodes])],
-        feature_rows=dict(
-            local=[sum(h["local_rows"][r] for h in history if h["epoch"] >= start_epoch) for r in range(world)],
-            remote=[sum(h["remote_rows"][r] for h in history if h["epoch"] >= start_epoch) for r in range(world)]),
-        history=history, config=config.to_dict(),
-    )
+        mode="distributed" if _distributed() else "standalone", world_size=world, num_parts=job.partition.num_parts,
+        graph_name=job.partition.graph_name, test_acc=best["test_acc"], val_acc=best["val_acc"],
+        best_epoch=best["epoch"], final_test_acc=history[-1]["test_acc"], epochs_run=len(history),
+        resumed_from_epoch=start_epoch, seconds_per_epoch=sum(timed) / max(1, len(timed)),
+        steps_per_epoch=math.ceil(len(job.train_nids) / config.batch_size),
+        steps_per_trainer=[sum(h["steps"][r] for h in this_run) for r in range(world)],
+        train_nodes_per_trainer=[int(r[0]) for r in _gather([job.train_nodes])],
+        feature_rows=dict(local=[sum(h["local_rows"][r] for h in this_run) for r in range(world)],
+                          remote=[sum(h["remote_rows"][r] for h in this_run) for r in range(world)]),
+        history=history)
     rows = result["feature_rows"]
-    result["feature_rows"]["remote_fraction"] = sum(rows["remote"]) / max(1, sum(rows["local"]) + sum(rows["remote"]))
-    result.update(_measurements(history, start_epoch, config, cache, [int(r[0]) for r in _gather([len(cache)])]))
-    if rank == 0 and config.out:
+    rows["remote_fraction"] = sum(rows["remote"]) / max(1, sum(rows["local"]) + sum(rows["remote"]))
+    result.update(_measurements(history, start_epoch, config, job.cache, [int(r[0]) for r in _gather([len(job.cache)])]))
+    return result
+
+
+def run(part_config: str | Path | OpenedPartition, config: TrainConfig) -> dict[str, Any]:
+    """Train on an initialised DistDGL client (or standalone); return the result
+    (every rank returns it; rank 0 also writes it to ``config.out``).  The config is
+    read once, here (the launcher checked its files before this process started).
+
+    With ``config.runs`` > 1 the job trains again with seeds ``seed + 1``, ... (a fresh model and loader
+    each, the same servers, shares and cache): the result's history and measurements are the first run's,
+    ``runs`` lists every run's accuracies and ``test_acc_mean`` is their mean."""
+    job = _open_job(part_config, config)
+    result, runs = {}, []
+    for k in range(config.runs):
+        run_config = replace(config, seed=config.seed + k)
+        history, start_epoch = _train_run(job, run_config, job.loader if k == 0 else
+                                          job.new_train_loader(config.batch_size), run_index=k)
+        if k == 0:
+            result = _summary(job, run_config, history, start_epoch)
+        best = _best(history)
+        runs.append(dict(seed=run_config.seed, test_acc=best["test_acc"], val_acc=best["val_acc"],
+                         best_epoch=best["epoch"], final_test_acc=history[-1]["test_acc"],
+                         final_val_acc=history[-1]["val_acc"], final_loss=history[-1]["loss"],
+                         seconds_per_epoch=sum(h["seconds"] for h in history) / len(history)))
+    result.update(runs=runs, test_acc_per_seed=[r["test_acc"] for r in runs],
+                  test_acc_mean=sum(r["test_acc"] for r in runs) / len(runs), config=config.to_dict())
+    if job.rank == 0 and config.out:
         tmp = Path(config.out).with_suffix(".part")
         tmp.write_text(json.dumps(result, indent=1))
         os.replace(tmp, config.out)

@@ -2,8 +2,7 @@
 
 Book: 4.1 full-graph against minibatch training.
 
-Used in: chapters/04_gnn_training.ipynb, chapters/05e_sampler_accuracy.ipynb,
-chapters/08_dgl_practice.ipynb.
+Used in: chapters/04_gnn_training.ipynb, chapters/05e_sampler_accuracy.ipynb.
 
 "Minibatch training reaches full-graph accuracy" is a claim about converged
 models: both flows train until validation accuracy stops improving (the
