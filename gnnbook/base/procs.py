@@ -182,7 +182,7 @@ class ProcessGroup:
         if self._preexisting_shm is None:
             self._preexisting_shm = reaper.shm_names()
         if self._use_watchdog and self.watchdog is None:
-            self.watchdog = reaper.Watchdog(self.tag)
+            self.watchdog = reaper.Watchdog(self.tag, self._preexisting_shm)
             if self._temporary_log_dir:
                 self.watchdog.remove_on_death(self.log_dir)
         _sigterm.arm(self)

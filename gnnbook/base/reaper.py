@@ -211,12 +211,15 @@ def remove_shm(names: set[str], tag: str = "", keep: frozenset[str] = frozenset(
 class Watchdog:
     """The supervisor's end: start the watchdog, tell it what to clean, disarm it."""
 
-    def __init__(self, tag: str):
+    def __init__(self, tag: str, preexisting: frozenset[str] | None = None):
         self.tag = tag
         env = {k: v for k, v in os.environ.items() if not k.startswith(MARKER_PREFIX)}
         self.popen = subprocess.Popen([sys.executable, "-I", str(Path(__file__).resolve()), tag, str(os.getpid())],
                                       stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env,
                                       start_new_session=True, text=True)
+        # What /dev/shm held before the job, taken here and now: the watchdog's own start can come after the
+        # job's first process has opened its segments, which it would then think were never the job's.
+        self._send("preexisting", json.dumps(sorted(shm_names() if preexisting is None else preexisting)))
 
     def _send(self, *words: object) -> None:
         try:
@@ -275,7 +278,7 @@ def main(tag: str, parent: int) -> None:
         signal.signal(sig, signal.SIG_IGN)  # a Ctrl-C or a closed terminal: the supervisor decides
     signal.signal(signal.SIGTERM, _exit_now)
     folders, undo, shm, recorded_at, pending = set(), [], set(), 0.0, b""
-    preexisting = shm_names()  # started before the job's first process: none of this is the job's
+    preexisting = shm_names()  # until the supervisor's own snapshot, taken before the job's first process, arrives
     try:
         while True:
             gone = os.getppid() != parent  # re-parented: the supervisor died
@@ -300,6 +303,8 @@ def main(tag: str, parent: int) -> None:
                     folders.discard(args[0])
                 elif command == "run":
                     undo.append(json.loads(args[0]))
+                elif command == "preexisting":
+                    preexisting = frozenset(json.loads(args[0]))
     except SystemExit:
         pass
     sweep(tag, folders, undo, shm, preexisting)
