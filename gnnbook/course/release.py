@@ -183,15 +183,14 @@ def autograde(submissions: Path, labs: list[Path], grades_csv: Path, autograded:
         course.root.mkdir()
         for name in sorted({nb.name for _, nb in pairs}):
             course.generate(by_name[name])
-        shares = [pairs[i::jobs] for i in range(min(jobs, len(pairs)))]
-        if len(shares) == 1:
+        if min(jobs, len(pairs)) == 1:
             graded = {(student, notebook): course.grade(student, notebook) for student, notebook in pairs}
             roots = [course.root]
         else:
-            roots = [Path(tmp) / f"worker{i}" for i in range(len(shares))]
+            roots = [Path(tmp) / f"worker{i}" for i in range(min(jobs, len(pairs)))]
             for root in roots:              # the generated assignments and gradebook, once per worker
                 shutil.copytree(course.root, root)
-            graded = _grade_in_workers(roots, course.max_points, cell_timeout_s, shares, Path(tmp))
+            graded = _grade_in_workers(roots, course.max_points, cell_timeout_s, pairs, Path(tmp))
         rows = [row for pair in pairs for row in graded[pair]]
         if autograded is not None:
             if Path(autograded).exists():
@@ -205,27 +204,29 @@ def autograde(submissions: Path, labs: list[Path], grades_csv: Path, autograded:
 
 
 def _grade_in_workers(roots: list[Path], max_points: dict, cell_timeout_s: float,
-                      shares: list[list[tuple[str, Path]]], tmp: Path) -> dict[tuple[str, Path], list[dict]]:
-    """Grade each share in a worker process of its own (``python -m gnnbook.course.release``), under the
-    course's process supervisor: a worker that fails stops them all, and nothing outlives the call."""
+                      pairs: list[tuple[str, Path]], tmp: Path) -> dict[tuple[str, Path], list[dict]]:
+    """Grade ``pairs`` in a worker process per course copy (``python -m gnnbook.course.release``), under the
+    course's process supervisor: a worker that fails stops them all, and nothing outlives the call.  Each
+    worker takes the next submission nobody has taken yet, so a long one does not hold up a fixed share."""
     from ..base.procs import ProcessFailed, ProcessGroup
 
     # at most every code cell of every submission at its deadline, plus start-up: a bound, not an estimate
-    cells = sum(sum(c.cell_type == "code" for c in nbformat.read(nb, as_version=4).cells) for share in shares
-                for _, nb in share)
+    cells = sum(sum(c.cell_type == "code" for c in nbformat.read(nb, as_version=4).cells) for _, nb in pairs)
     package_root = str(Path(__file__).resolve().parents[2])
     env = {"PYTHONPATH": os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))}
     # Each worker's kernels get their share of the cores: torch's OpenMP threads, as many as the cores in
     # every kernel, would oversubscribe them, and small graphs then run several times slower.
     threads = str(max(1, (os.cpu_count() or 1) // len(roots)))
     env |= {var: os.environ.get(var, threads) for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS")}
+    (tmp / "taken").mkdir()
     outputs = []
     try:
         with ProcessGroup(deadline_s=cells * cell_timeout_s + 600, log_dir=tmp / "logs") as group:
-            for i, (root, share) in enumerate(zip(roots, shares)):
+            for i, root in enumerate(roots):
                 spec, out = tmp / f"worker{i}.json", tmp / f"worker{i}-rows.json"
                 spec.write_text(json.dumps(dict(root=str(root), max_points=max_points, cell_timeout_s=cell_timeout_s,
-                                                pairs=[[student, str(nb)] for student, nb in share])))
+                                                taken=str(tmp / "taken"),
+                                                pairs=[[student, str(nb)] for student, nb in pairs])))
                 group.start(f"grader{i}", [sys.executable, "-m", "gnnbook.course.release", str(spec), str(out)], env)
                 outputs.append(out)
             group.wait()
@@ -238,12 +239,23 @@ def _grade_in_workers(roots: list[Path], max_points: dict, cell_timeout_s: float
     return graded
 
 
+def _take(taken: Path, index: int) -> bool:
+    """Whether this worker is the first to take submission ``index`` (creating a file is atomic)."""
+    try:
+        os.close(os.open(taken / str(index), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        return True
+    except FileExistsError:
+        return False
+
+
 def _grade_share(spec: Path, out: Path) -> None:
-    """One worker of :func:`autograde`: grade the pairs of ``spec`` in its course copy, rows to ``out``."""
+    """One worker of :func:`autograde`: grade, in its course copy, each pair of ``spec`` that no other
+    worker took first; rows to ``out``."""
     job = json.loads(Path(spec).read_text())
     course = _Course(Path(job["root"]), job["cell_timeout_s"])
     course.max_points = job["max_points"]
-    rows = [[student, notebook, course.grade(student, Path(notebook))] for student, notebook in job["pairs"]]
+    rows = [[student, notebook, course.grade(student, Path(notebook))]
+            for i, (student, notebook) in enumerate(job["pairs"]) if _take(Path(job["taken"]), i)]
     Path(out).write_text(json.dumps(rows))
 
 
