@@ -90,6 +90,54 @@ def test_the_watchdog_leaves_what_existed_before_the_job(tmp_path):
         block.unlink()
 
 
+# A job's first process makes a segment while the watchdog has not yet got going (stopped here, as a
+# busy machine would delay its interpreter), and nobody but the watchdog would remove it.
+LATE_WATCHDOG = """
+import os, signal, sys, time
+from gnnbook.base.procs import ProcessGroup
+g = ProcessGroup(120, log_dir=sys.argv[1])
+g.arm()
+os.kill(g.watchdog.popen.pid, signal.SIGSTOP)
+g.start("maker", [sys.executable, "-c", sys.argv[2]])
+log = os.path.join(sys.argv[1], "maker.log")
+while "psm_" not in (open(log).read() if os.path.exists(log) else ""):
+    time.sleep(0.05)
+os.kill(g.watchdog.popen.pid, signal.SIGCONT)
+print(g.tag, flush=True)
+g.wait()
+"""
+MAKER = """
+import time
+from multiprocessing import shared_memory, resource_tracker
+b = shared_memory.SharedMemory(create=True, size=4096)
+resource_tracker.unregister(b._name, "shared_memory")   # only the watchdog may remove it
+print(b.name, flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_segment_made_before_the_watchdog_got_going_is_still_the_jobs(tmp_path):
+    """What /dev/shm held before the job is the supervisor's snapshot, taken before the first process:
+    the watchdog's own, taken when its interpreter starts, can come after the job made a segment
+    (CI once found a job's sem.mp-* left this way after its supervisor was killed)."""
+    parent = subprocess.Popen([PY, "-c", LATE_WATCHDOG, str(tmp_path), MAKER], stdout=subprocess.PIPE, text=True)
+    name = None
+    try:
+        tag = parent.stdout.readline().strip()
+        name = (tmp_path / "maker.log").read_text().split()[0]
+        time.sleep(2.5)                       # the watchdog records mapped segments every second
+        parent.kill()
+        parent.wait(10)
+        end = time.monotonic() + 15
+        while ((Path("/dev/shm") / name).exists() or reaper.job_pids(tag)) and time.monotonic() < end:
+            time.sleep(0.2)
+        assert not (Path("/dev/shm") / name).exists(), "the job's segment outlived its killed supervisor"
+    finally:
+        parent.kill()
+        if name and (Path("/dev/shm") / name).exists():
+            (Path("/dev/shm") / name).unlink()
+
+
 def test_kill_signals_no_process_group_of_a_member_reaped_before(tmp_path, monkeypatch):
     """A member that exited and was reaped long ago may have handed its pid to someone else's new
     process group: kill() must not killpg it (issue 22, item 12)."""
