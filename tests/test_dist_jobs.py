@@ -485,13 +485,22 @@ def test_a_hung_unmodified_script_in_netns_mode_dumps_its_stack(cora2, tmp_path)
     assert "up" in trainer and "most recent call first" in trainer, trainer
 
 def test_standalone_gat_in_one_process(tmp_path):
-    """Standalone mode: one process, a one-partition config, no servers."""
+    """Standalone mode: one process, a one-partition config, no servers; the interfaces exercise of chapter
+    8.3.2, which needs servers and other trainers, is refused with a clear error."""
     config = partition_dataset("cora", 1, "random", tmp_path / "one")
-    code = ("import json, sys; from gnnbook.distributed import train_standalone, TrainConfig; "
-            "r = train_standalone(sys.argv[1], TrainConfig(model='gat', epochs=1, eval_batch_size=1024)); "
-            "print(json.dumps({k: r[k] for k in ('mode', 'test_acc', 'steps_per_trainer', 'feature_rows')}))")
+    code = textwrap.dedent("""
+        import json, sys
+        from gnnbook.distributed import train_standalone, TrainConfig
+        try:
+            train_standalone(sys.argv[1], TrainConfig(epochs=1, exercise_interfaces=True))
+        except ValueError as err:
+            print("refused:", err)
+        r = train_standalone(sys.argv[1], TrainConfig(model='gat', epochs=1, eval_batch_size=1024))
+        print(json.dumps({k: r[k] for k in ('mode', 'test_acc', 'steps_per_trainer', 'feature_rows')}))
+    """)
     done = subprocess.run([sys.executable, "-c", code, str(config)], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
+    assert "refused: exercise_interfaces needs a distributed job" in done.stdout, done.stdout
     result = json.loads(done.stdout.strip().splitlines()[-1])
     steps = math.ceil(140 / TrainConfig().batch_size)  # Cora's 140 training nodes, one trainer
     assert result["mode"] == "standalone" and result["steps_per_trainer"] == [steps]

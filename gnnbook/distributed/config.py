@@ -77,6 +77,9 @@ class TrainConfig:
     # Seed the graph servers' sampling each epoch (gnnbook.distributed.repeatable), so that two runs with the
     # same seed draw the same neighbours: for A/B comparisons of two jobs; 2 machines x 1 trainer only.
     repeatable_sampling: bool = False
+    # Before training, every trainer exercises DistGraph, DistTensor, DistEmbedding and the key-value store
+    # (gnnbook.distributed.demo_interfaces, book 8.3.2); the result's 'interfaces' lists what each rank saw.
+    exercise_interfaces: bool = False
 
     def __post_init__(self) -> None:
         if self.model not in MODELS:

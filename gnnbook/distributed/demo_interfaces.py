@@ -19,8 +19,10 @@ server and trainer process (chapter 8.3.2).  Each trainer
 4. trains a :class:`dgl.distributed.DistEmbedding` one step with DGL's
    ``SparseAdagrad``: only the rows some trainer looked up change.
 
-Trainer rank 0 writes what every rank saw as JSON (``--out``); the notebook
-compares it with the partition files.
+Trainer rank 0 writes what every rank saw as JSON (``--out``).  The course's
+trainer runs the same exercise before it trains when asked
+(``TrainConfig(exercise_interfaces=True)``: chapter 8 compares what it saw with
+the partition files without starting a job of its own).
 
 Example:
     >>> with LocalCluster(cached_partition("cora", 2)) as cluster:  # doctest: +SKIP
@@ -46,10 +48,9 @@ def _zeros(shape, dtype):
     return torch.zeros(shape, dtype=dtype)
 
 
-def exercise(part_config: str | Path) -> dict[str, Any]:
-    """Run the four demonstrations on an initialised DistDGL client; return what this rank saw."""
-    meta = json.loads(Path(part_config).read_text())
-    g = dgl.distributed.DistGraph(meta["graph_name"], part_config=str(part_config))
+def exercise(g: dgl.distributed.DistGraph) -> dict[str, Any]:
+    """Run the four demonstrations on the DistGraph of an initialised DistDGL client; return what this
+    rank saw.  Every trainer of the job must call it (it waits at barriers)."""
     book = g.get_partition_book()
     rank, world = dist.get_rank(), dist.get_world_size()
     me = book.partid
@@ -104,6 +105,14 @@ def exercise(part_config: str | Path) -> dict[str, Any]:
     return seen
 
 
+def exercise_all(g: dgl.distributed.DistGraph) -> list[dict[str, Any]]:
+    """:func:`exercise` on every trainer; every rank gets the list of what each rank saw (rank order)."""
+    seen = exercise(g)
+    every: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(every, seen)
+    return every
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="exercise DistGraph, DistTensor, DistEmbedding and the KVStore")
     parser.add_argument("--part-config", required=True)
@@ -111,9 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     dgl.distributed.initialize(os.environ.get("DGL_IP_CONFIG", ""))  # a server stays here
     dist.init_process_group("gloo")
-    seen = exercise(args.part_config)
-    every = [None] * dist.get_world_size()
-    dist.all_gather_object(every, seen)
+    meta = json.loads(Path(args.part_config).read_text())
+    every = exercise_all(dgl.distributed.DistGraph(meta["graph_name"], part_config=args.part_config))
     if dist.get_rank() == 0:
         tmp = Path(args.out).with_suffix(".part")
         tmp.write_text(json.dumps(every, indent=1))

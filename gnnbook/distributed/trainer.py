@@ -75,6 +75,7 @@ from ..training.train import correct_predictions
 from . import emulation
 from .checkpoint import identity, load_checkpoint, resume_state, save_checkpoint
 from .config import TrainConfig, make_model, node_data_keys
+from .demo_interfaces import exercise_all
 from .feature_cache import FeatureCache, cache_capacity, presample_counts, remote_candidates, select_cached_nodes
 from .partition_files import OpenedPartition, open_partition
 from .progress import format_epoch_line
@@ -350,6 +351,11 @@ def run(part_config: str | Path | OpenedPartition, config: TrainConfig) -> dict[
     each, the same servers, shares and cache): the result's history and measurements are the first run's,
     ``runs`` lists every run's accuracies and ``test_acc_mean`` is their mean."""
     job = _open_job(part_config, config)
+    interfaces = None
+    if config.exercise_interfaces:
+        if not _distributed():
+            raise ValueError("exercise_interfaces needs a distributed job (servers and trainers), not standalone mode")
+        interfaces = exercise_all(job.g)
     result, runs = {}, []
     for k in range(config.runs):
         run_config = replace(config, seed=config.seed + k)
@@ -364,6 +370,8 @@ def run(part_config: str | Path | OpenedPartition, config: TrainConfig) -> dict[
                          seconds_per_epoch=sum(h["seconds"] for h in history) / len(history)))
     result.update(runs=runs, test_acc_per_seed=[r["test_acc"] for r in runs],
                   test_acc_mean=sum(r["test_acc"] for r in runs) / len(runs), config=config.to_dict())
+    if interfaces is not None:
+        result["interfaces"] = interfaces
     if job.rank == 0 and config.out:
         tmp = Path(config.out).with_suffix(".part")
         tmp.write_text(json.dumps(result, indent=1))
