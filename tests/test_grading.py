@@ -4,14 +4,15 @@ task it targets (issue 20, item 4).
 
 Submissions, built from the released notebook or the teacher's:
 - *solution*: the student version with the teacher's solution cells put back;
-- *release*: the student version, untouched;
+- *release*: the student version, untouched (only under `make test-cheats`: the typed cheat below is
+  the release with every value its checks read set to the teacher's, a strictly stronger submission);
 - *typed*: the student version with, before every check, a cell that sets every value the check
   reads to what it was in the teacher's run (the strongest "type the answer" there is);
 - the lab's *reference cheats* (tests/grading_cheats.py): one task's solution handed to a
   reference implementation, called directly, bound before the check, or through importlib.
 
 One `autograde` call grades every selected lab's solution (which records the values for the typed
-cheat) and release, two at a time; a second grades the other cheats.  The solution and the release run in full; a cheat skips the lab's
+cheat), two at a time; a second grades the cheats.  The solution (and the release) run in full; a cheat skips the lab's
 own experiments (a student may delete any cell that is not a solution or a check), and every
 check it fails must fail on what it measured, not on a missing name.  `make test` runs one
 reference cheat of each kind per lab (spread over its tasks); `make test-cheats` runs them all.
@@ -167,7 +168,8 @@ def _selected(request) -> list[str]:
 @pytest.fixture(scope="module")
 def graded(request, tmp_path_factory) -> dict[str, dict]:
     """Every selected lab graded in two `autograde` calls of two workers each (as a teacher with `--jobs 2`):
-    first the solutions (recording what the typed cheat types) and the untouched releases, then the typed and
+    first the solutions (recording what the typed cheat types) and, under `make test-cheats`, the untouched
+    releases, then the typed and
     the reference cheats.  One call for all labs keeps both workers busy: a lab's solution run is long, its
     cheats short."""
     tmp = tmp_path_factory.mktemp("grading")
@@ -185,7 +187,8 @@ def graded(request, tmp_path_factory) -> dict[str, dict]:
         record.mkdir(parents=True)
         first_round[("solution", lab.stem)] = with_checks_wrapped(solution, lambda check, r=record, s=sources: RECORD.format(
             names=read_names(s[_grade_id(check)]), path=str(r / f"{_grade_id(check)}.pkl")))
-        first_round[("release", lab.stem)] = released
+        if ALL_CHEATS:
+            first_round[("release", lab.stem)] = released
         plans[lab.stem] = (released, sources, record)
         tasks[lab.stem] = sorted({_task(i) for i in sources})
     first, first_executed = grade(labs, first_round, tmp / "first")
@@ -213,7 +216,7 @@ def test_only_the_solution_earns_points(name, graded):
     for task, (points, most) in solution.items():
         assert most > 0 and points == most, (f"the solution scores {points}/{most} on task {task}: "
                                              f"{errors(run['first_executed'] / 'solution' / lab.stem / lab.name)}")
-    scored = {f"release task {t}": pm for t, pm in run["first"][("release", name)].items() if pm[0] > 0}
+    scored = {f"release task {t}": pm for t, pm in run["first"].get(("release", name), {}).items() if pm[0] > 0}
     scored |= {f"typed task {t}": pm for t, pm in run["second"][("typed", name)].items() if pm[0] > 0}
     for student, cheat in run["cheats"].items():
         executed = run["second_executed"] / student / lab.stem / lab.name
