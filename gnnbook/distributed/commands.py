@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from ..base.procs import ProcessFailed
+from ..training.train import MINIBATCH_LR
 from .config import CACHE_POLICIES, MODELS, TrainConfig
 from .launcher import LaunchError
 from .partition_files import METHODS, OpenedPartition, PartitionError
@@ -222,7 +223,7 @@ TRAIN_HELP = {
     "eval_batch_size": "nodes per minibatch when evaluating (default: 256)",
     "eval_fanouts": "neighbours sampled per layer when evaluating, e.g. 25,25 (default: every neighbour; sample "
                     "on large power-law graphs, where a batch's full neighbourhood reaches the hubs)",
-    "lr": "Adam's learning rate (default: 0.003 for sage, 0.005 for gat)",
+    "lr": "Adam's learning rate (default: " + ", ".join(f"{lr} for {m}" for m, lr in MINIBATCH_LR.items()) + ")",
     "weight_decay": "Adam's weight decay, an L2 penalty (default: 5e-4)",
     "hidden": "hidden width (default: the paper's, gnnbook.models.MODEL_DEFAULTS)",
     "seed": "seed of each trainer's model, minibatches and sampling (default: 0)",
@@ -240,6 +241,8 @@ TRAIN_HELP = {
                     "from the servers, only misses are fetched (default: none)",
     "cache_fraction": "rows each trainer caches, as a share of all nodes, in (0, 1] (default: 0.1)",
     "verify_cache": "also fetch every row from the servers and count the cached rows that differ (tests)",
+    "exercise_interfaces": "before training, every trainer tries DistGraph, DistTensor, DistEmbedding and the KV "
+                           "store, and the result's 'interfaces' lists what each rank saw (book 8.3.2)",
     "repeatable_sampling": "seed the graph servers' sampling before every epoch, so that two jobs with the same "
                            "--seed draw the same neighbours (A/B comparisons; 2 machines x 1 trainer only)",
 }

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from ..models import MODEL_DEFAULTS, build_model
+from ..training.train import MINIBATCH_LR
 
 MODELS = ("sage", "gat")
 
@@ -52,8 +53,8 @@ class TrainConfig:
     # None: every neighbour when evaluating.  On a power-law graph of a million nodes a batch's full 2-hop
     # neighbourhood reaches the hubs' hundreds of thousands of nodes: sampled evaluation bounds its memory.
     eval_fanouts: list[int] | None = None
-    # None: 0.003 (sage) or 0.005 (gat).  With 0.01 a 20-epoch SAGE run on Cora oscillated
-    # (final-epoch test accuracy sd 1.3 points over 10 seeds, 0.3 with 0.003).
+    # None: the model's minibatch learning rate (gnnbook.training.train.MINIBATCH_LR: 0.003 sage, 0.005 gat),
+    # smaller than full-graph training's (TRAIN_DEFAULTS) for the reason given there.
     lr: float | None = None
     weight_decay: float = 5e-4
     hidden: int | None = None  # None: the paper's default (gnnbook.models.MODEL_DEFAULTS)
@@ -101,7 +102,7 @@ class TrainConfig:
 
     @property
     def learning_rate(self) -> float:
-        return self.lr if self.lr is not None else (0.005 if self.model == "gat" else 0.003)
+        return self.lr if self.lr is not None else MINIBATCH_LR[self.model]
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
