@@ -104,7 +104,7 @@ def _fetch(offline: bool) -> int:
 def datasets_markdown() -> str:
     """The dataset table of ``data/README.md``, generated from the registry."""
     from .data import DATASETS, RATINGS_DATASETS, TRAFFIC_DATASETS
-    from .data.registry import ORIGINAL_TERMS
+    from .data.registry import ORIGINAL_TERMS, REFERENCES
 
     every = {**DATASETS, **TRAFFIC_DATASETS, **RATINGS_DATASETS}
     lines = ["| dataset | raw file | SHA-256 | pinned URL |", "|---|---|---|---|"]
@@ -113,8 +113,8 @@ def datasets_markdown() -> str:
             lines.append(f"| {name} | `{spec.folder}/{file}` | `{digest}` | {spec.url(file)} |")
     lines += ["", "| dataset | source @ commit | licence | shape |", "|---|---|---|---|"]
     lines += [f"| {n} | {s.source} | {s.licence} | {s.shape} |" for n, s in every.items()]
-    lines += ["", "| dataset | original data and its terms |", "|---|---|"]
-    lines += [f"| {n} | {ORIGINAL_TERMS[n]} |" for n in every]
+    lines += ["", "| dataset | original data and its terms | cite (references.bib) |", "|---|---|---|"]
+    lines += [f"| {n} | {ORIGINAL_TERMS[n]} | {', '.join(REFERENCES[n])} |" for n in every]
     return "\n".join(lines)
 
 

@@ -95,3 +95,19 @@ def test_the_claims_api_refuses_a_claim_without_kind_or_paper_key():
 def test_pgt_i_is_attributed_to_its_authors():
     for path in [*NOTEBOOKS, *ROOT.glob("gnnbook/**/*.py")]:
         assert "Barker et al" not in path.read_text(), path
+
+
+def test_every_entry_is_cited_by_its_key_and_every_dataset_cites_entries():
+    """references.bib holds nothing unused: each key appears in a notebook, the package (a claim's source,
+    a docstring) or the dataset registry, and every dataset's references are entries."""
+    from gnnbook.data import DATASETS, RATINGS_DATASETS, TRAFFIC_DATASETS
+    from gnnbook.data.registry import REFERENCES
+
+    entries = bib_entries()
+    assert set(REFERENCES) == {*DATASETS, *TRAFFIC_DATASETS, *RATINGS_DATASETS}
+    assert {key for keys in REFERENCES.values() for key in keys} <= set(entries)
+    cited: set[str] = set()
+    for path in [*NOTEBOOKS, *ROOT.glob("gnnbook/**/*.py")]:
+        cited |= set(KEY.findall(path.read_text()))
+    unused = sorted(set(entries) - cited)
+    assert not unused, f"entries of references.bib no notebook or module cites by key: {unused}"

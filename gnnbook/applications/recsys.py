@@ -6,8 +6,8 @@ Used in: labs/lab10_recommendation.ipynb.
 
 Interactions are implicit feedback: every rating is an interaction, whatever
 its stars.  :func:`split_interactions` splits each user's interactions at
-random into train / validation / test (80/10/10 by default).  NGCF and LightGCN
-(He et al., SIGIR 2020) split each user's interactions 80% train / 20% test and
+random into train / validation / test (80/10/10 by default).  NGCF (wang2019ngcf)
+and LightGCN (he2020lightgcn; He et al., SIGIR 2020) split each user's interactions 80% train / 20% test and
 draw validation from the training part; a separate validation share keeps model
 selection off the test interactions.  Items rated by a user in training are
 never recommended to that user again when ranking.

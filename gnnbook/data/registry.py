@@ -180,3 +180,16 @@ ORIGINAL_TERMS: dict[str, str] = {
     "ml-latest-small": "MovieLens by GroupLens (Harper & Konstan, 2015): the terms in its README.txt, as in the "
                        "licence column (no commercial use without permission; redistribute only under the same terms)",
 }
+
+
+# The papers to cite for each dataset, as keys of references.bib (the data table of data/README.md and the
+# site's bibliography): who built the data, and who prepared the version the course downloads.
+REFERENCES: dict[str, tuple[str, ...]] = {
+    "cora": ("sen2008linqs", "yang2016planetoid"),
+    "citeseer": ("sen2008linqs", "yang2016planetoid"),
+    "amazon-photo": ("mcauley2015amazon", "shchur2018pitfalls"),
+    "amazon-computers": ("mcauley2015amazon", "shchur2018pitfalls"),
+    "coauthor-cs": ("shchur2018pitfalls",),
+    "los-loop": ("li2018dcrnn", "zhao2019tgcn"),
+    "ml-latest-small": ("harper2015movielens",),
+}
