@@ -27,6 +27,8 @@ plt.show()
 claims.write(results_path, {"sum": measured})
 """
 
+ANSWERS = "<details>\n<summary>Answers</summary>\n\n1. The answer_of_exercise_one is 45.\n\n</details>"
+
 
 def tiny_notebook(path: Path, title: str, body: str) -> Path:
     parameters = nbformat.v4.new_code_cell(PARAMETERS, metadata={"tags": ["parameters"]})
@@ -43,7 +45,11 @@ def tiny_notebook(path: Path, title: str, body: str) -> Path:
 @pytest.fixture(scope="module")
 def course(tmp_path_factory):
     folder = tmp_path_factory.mktemp("course")
-    notebooks = [tiny_notebook(folder / "01_tiny.ipynb", "Chapter 1 · 引言", CHAPTER),
+    chapter = nbformat.read(tiny_notebook(folder / "01_tiny.ipynb", "Chapter 1 · 引言", CHAPTER), as_version=4)
+    chapter.cells += [nbformat.v4.new_markdown_cell("## Exercises\n\n1. Sum 0..9."),
+                      nbformat.v4.new_markdown_cell(ANSWERS, metadata={"tags": ["answers"]})]
+    nbformat.write(chapter, folder / "01_tiny.ipynb")
+    notebooks = [folder / "01_tiny.ipynb",
                  tiny_notebook(folder / "lab01_quiet.ipynb", "Lab 1 · 实验",
                                "x = 1\n### BEGIN SOLUTION\nanswer_of_lab_one = 42\n### END SOLUTION\nassert x == 1\n")]
     out = folder / "executed"
@@ -126,6 +132,7 @@ def test_students_edition_has_no_solution_and_the_teachers_folds_it(course, tmp_
     sources = "".join(p.read_text() for p in students.rglob("*.ipynb"))    # what the download button gives
     assert "answer_of_lab_one" not in pages + sources and "raise NotImplementedError()" in pages, \
         "the students' edition: the solution region is a stub, on the page and in the download"
+    assert "answer_of_exercise_one" not in pages + sources, "the students' edition has no exercise answers"
     assert "solutions are not in it" in (students / "index.html").read_text()
     references = (students / "references.html").read_text()
     assert "on sums" in references.lower() and "doi.org/10.0000/sums" in references, "references.bib on its own page"
@@ -135,6 +142,9 @@ def test_students_edition_has_no_solution_and_the_teachers_folds_it(course, tmp_
     lab = (teachers / "notebooks" / "lab01_quiet.html").read_text()
     folded = re.search(r"<details[^>]*>(?:(?!</details>).)*answer_of_lab_one", lab, re.S)
     assert folded, "the solutions edition: a lab's solution is on its page folded away, shown on a click"
+    chapter = (teachers / "notebooks" / "01_tiny.html").read_text()
+    assert re.search(r"<details[^>]*>(?:(?!</details>).)*answer_of_exercise_one", chapter, re.S), \
+        "the solutions edition: a chapter's exercise answers are on its page, folded"
     assert "solutions" in (teachers / "index.html").read_text()
 
 

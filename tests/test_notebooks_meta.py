@@ -45,3 +45,19 @@ def test_papermill_sees_every_parameter(path):
     missing = [name for name in assigned if name not in seen]
     assert not missing, f"{path.name}: papermill cannot parse the parameter lines of {missing} " \
                         "(one name per line; no '=' inside the comment)"
+
+
+@pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.name)
+def test_exercise_answers_are_folded_after_their_exercises(path):
+    """A chapter's answers (a markdown cell tagged ``answers``, gnnbook.course.site.ANSWERS_TAG) come right after
+    its "## Exercises" cell, folded in <details> so that Jupyter shows them closed, and answer each exercise."""
+    cells = json.loads(path.read_text())["cells"]
+    for i, cell in enumerate(cells):
+        if "answers" not in cell.get("metadata", {}).get("tags", []):
+            continue
+        text, before = "".join(cell["source"]), "".join(cells[i - 1]["source"])
+        assert cell["cell_type"] == "markdown" and before.startswith("## Exercises"), f"{path.name}, cell {i}"
+        assert text.startswith("<details>\n<summary>") and text.rstrip().endswith("</details>"), f"{path.name}, cell {i}"
+        asked = re.findall(r"^(\d+)\. ", before, re.M)
+        answered = re.findall(r"^(\d+)\. ", text, re.M)
+        assert answered == asked, f"{path.name}: exercises {asked}, answers {answered}"

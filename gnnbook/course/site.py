@@ -9,8 +9,8 @@ notebook).  The home page holds the chapter map (the book's nine chapters, with 
 titles, and the notebooks and labs that cover each, then the industry labs beyond the book); the
 claims table and the references (``references.bib``, by sphinxcontrib-bibtex) are pages of their
 own; the navigation lists every notebook with its section headings, which carry the book's section
-numbers and original titles.  Two editions: the students' (no lab solution anywhere) and the
-teachers' (``--solutions``: each solution folded on its lab's page).  The site works
+numbers and original titles.  Two editions: the students' (no lab solution or exercise answer
+anywhere) and the teachers' (``--solutions``: each solution and each chapter's answers folded on its page).  The site works
 offline: MathJax is served from the site itself (the copy that the
 ``jupyter-server-mathjax`` package ships), and no widget script is fetched
 from a CDN.
@@ -36,6 +36,9 @@ from .course_run import SUMMARY, claims_table
 from .release import BEGIN_SOLUTION, END_SOLUTION
 
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
+# A chapter's exercise answers: a markdown cell with this tag after its "## Exercises" cell, folded in an HTML
+# <details> block (Jupyter and the site show it closed until clicked).  Only the teachers' edition has it.
+ANSWERS_TAG = "answers"
 # nbgrader's regions, marked as release.py marks them
 _SOLUTION = re.compile(rf"^([ \t]*){BEGIN_SOLUTION}\n.*?^[ \t]*{END_SOLUTION}[ \t]*$", re.S | re.M)
 _HIDDEN = re.compile(rf"^[ \t]*{BEGIN_HIDDEN}\n.*?^[ \t]*{END_HIDDEN}[ \t]*\n?", re.S | re.M)
@@ -202,8 +205,11 @@ def page_notebook(notebook: Path, dest: Path, solutions: bool) -> None:
     """Copy ``notebook`` to ``dest`` as its page shows it.  Solutions edition: every lab solution cell folded
     away (MyST-NB's ``hide-input`` tag: the reader clicks to see the code).  Students' edition: each solution
     region replaced by the stub a student gets (nbgrader's) and the cell's outputs dropped, and hidden tests
-    removed, so the page holds no line of an answer."""
+    removed, so the page holds no line of an answer; a chapter's exercise answers (a markdown cell tagged
+    :data:`ANSWERS_TAG`) are dropped from the students' edition and stay folded in the teachers'."""
     nb = nbformat.read(notebook, as_version=4)
+    if not solutions:
+        nb.cells = [c for c in nb.cells if ANSWERS_TAG not in c.metadata.get("tags", [])]
     for cell in nb.cells:
         if cell.cell_type != "code":
             continue
