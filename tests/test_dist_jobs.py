@@ -118,12 +118,12 @@ def wait_for_line(job: Job, name: str, text: str, timeout: float = 90) -> None:
 
 
 def test_dist_train_acceptance(tmp_path):
-    """cora, 2 partitions x 2 trainers, 20 epochs, two runs: accuracy within 2 points of
+    """cora, 2 partitions x 2 trainers, 20 epochs, four runs: their mean accuracy within 2 points of
     one process, in under 2 minutes, nothing left behind."""
     env = {**os.environ, "GNNBOOK_DATA_DIR": str(tmp_path)}
     start = time.monotonic()
     launcher = subprocess.Popen([sys.executable, "-m", "gnnbook", "dist-train", "--dataset", "cora", "--num-parts", "2",
-                                 "--num-trainers", "2", "--epochs", "20", "--runs", "2", "--json", "--deadline", "200"],
+                                 "--num-trainers", "2", "--epochs", "20", "--runs", "4", "--json", "--deadline", "200"],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     watch = JobWatch(f"gnnbook{launcher.pid}x")  # its jobs' tag: /dev/shm looked at here, not by gnnbook
     try:
@@ -134,15 +134,18 @@ def test_dist_train_acceptance(tmp_path):
     seconds = time.monotonic() - start
     assert launcher.returncode == 0, stderr[-5000:]
     result = json.loads(stdout)
-    print(f"dist-train: {seconds:.0f} s, test {result['test_acc']:.3f} vs single {result['single_process']['test_acc_mean']:.3f}")
+    print(f"dist-train: {seconds:.0f} s, test {result['test_acc_per_seed']} (mean {result['test_acc_mean']:.3f}) "
+          f"vs single {result['single_process']['test_acc_mean']:.3f}")
     assert seconds < 180  # 2 minutes on a quiet machine; slack for a shared CI core
     single = result["single_process"]
     assert len(single["test_acc_per_seed"]) == BASELINE_SEEDS and single["test_acc_per_seed"][0] == single["test_acc"]
     assert result["test_acc"] > 0.7
     # The servers' sampling is seeded by nobody, so one distributed run's accuracy moves by about a
-    # point from job to job (one CI run: 0.779 against 0.813): the job trains twice (--runs 2, seeds 0
-    # and 1, started once) and the mean of its runs is compared with the 5-seed single-process mean.
-    assert [r["seed"] for r in result["runs"]] == [0, 1]
+    # point from job to job (one CI run: 0.779 against 0.813): the job trains four times (--runs 4, seeds
+    # 0-3, started once) and the mean of its runs is compared with the 5-seed single-process mean.  With two
+    # runs a CI run once measured 0.787 and 0.799 against 0.816 (gap 2.3 points); one run can be 4 points
+    # off the others (seeds 0-3 once gave 0.808, 0.815, 0.771, 0.818: mean 0.803 against 0.811).
+    assert [r["seed"] for r in result["runs"]] == [0, 1, 2, 3]
     assert result["accuracy_gap"] == result["test_acc_mean"] - single["test_acc_mean"]
     assert abs(result["accuracy_gap"]) <= 0.02, (result["test_acc_per_seed"], single)
     assert result["world_size"] == 4 and len(set(result["steps_per_trainer"])) == 1
