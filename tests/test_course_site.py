@@ -9,7 +9,7 @@ import pytest
 
 from gnnbook.course.commands import REPO_ROOT as ROOT
 from gnnbook.course.course_run import RUNS_LAST, claims_table, default_notebooks, gather_claims, report, run_course
-from gnnbook.course.site import build_site
+from gnnbook.course.site import ANSWERS_TAG, build_site
 
 PARAMETERS = "results_path = None   # papermill: write the claims here\n"
 CHAPTER = """\
@@ -47,7 +47,7 @@ def course(tmp_path_factory):
     folder = tmp_path_factory.mktemp("course")
     chapter = nbformat.read(tiny_notebook(folder / "01_tiny.ipynb", "Chapter 1 · 引言", CHAPTER), as_version=4)
     chapter.cells += [nbformat.v4.new_markdown_cell("## Exercises\n\n1. Sum 0..9."),
-                      nbformat.v4.new_markdown_cell(ANSWERS, metadata={"tags": ["answers"]})]
+                      nbformat.v4.new_markdown_cell(ANSWERS, metadata={"tags": [ANSWERS_TAG]})]
     nbformat.write(chapter, folder / "01_tiny.ipynb")
     notebooks = [folder / "01_tiny.ipynb",
                  tiny_notebook(folder / "lab01_quiet.ipynb", "Lab 1 · 实验",

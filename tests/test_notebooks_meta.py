@@ -5,6 +5,8 @@ from pathlib import Path
 
 import pytest
 
+from gnnbook.course.site import ANSWERS_TAG
+
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = sorted((ROOT / "chapters").glob("*.ipynb")) + sorted((ROOT / "labs").glob("*.ipynb"))
 
@@ -53,7 +55,7 @@ def test_exercise_answers_are_folded_after_their_exercises(path):
     its "## Exercises" cell, folded in <details> so that Jupyter shows them closed, and answer each exercise."""
     cells = json.loads(path.read_text())["cells"]
     for i, cell in enumerate(cells):
-        if "answers" not in cell.get("metadata", {}).get("tags", []):
+        if ANSWERS_TAG not in cell.get("metadata", {}).get("tags", []):
             continue
         text, before = "".join(cell["source"]), "".join(cells[i - 1]["source"])
         assert cell["cell_type"] == "markdown" and before.startswith("## Exercises"), f"{path.name}, cell {i}"

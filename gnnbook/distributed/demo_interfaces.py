@@ -41,6 +41,8 @@ import dgl
 import torch
 import torch.distributed as dist
 
+from .partition_files import open_partition
+
 LOOKUPS = 4  # embedding rows each trainer looks up per partition
 
 
@@ -120,8 +122,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     dgl.distributed.initialize(os.environ.get("DGL_IP_CONFIG", ""))  # a server stays here
     dist.init_process_group("gloo")
-    meta = json.loads(Path(args.part_config).read_text())
-    every = exercise_all(dgl.distributed.DistGraph(meta["graph_name"], part_config=args.part_config))
+    partition = open_partition(args.part_config, verify=False, node_data=False)   # the launcher checked it
+    every = exercise_all(dgl.distributed.DistGraph(partition.graph_name, part_config=str(partition.config_path)))
     if dist.get_rank() == 0:
         tmp = Path(args.out).with_suffix(".part")
         tmp.write_text(json.dumps(every, indent=1))

@@ -350,12 +350,10 @@ def run(part_config: str | Path | OpenedPartition, config: TrainConfig) -> dict[
     With ``config.runs`` > 1 the job trains again with seeds ``seed + 1``, ... (a fresh model and loader
     each, the same servers, shares and cache): the result's history and measurements are the first run's,
     ``runs`` lists every run's accuracies and ``test_acc_mean`` is their mean."""
+    if config.exercise_interfaces and not _distributed():   # refused before the graph is opened
+        raise ValueError("exercise_interfaces needs a distributed job (servers and trainers), not standalone mode")
     job = _open_job(part_config, config)
-    interfaces = None
-    if config.exercise_interfaces:
-        if not _distributed():
-            raise ValueError("exercise_interfaces needs a distributed job (servers and trainers), not standalone mode")
-        interfaces = exercise_all(job.g)
+    interfaces = exercise_all(job.g) if config.exercise_interfaces else None
     result, runs = {}, []
     for k in range(config.runs):
         run_config = replace(config, seed=config.seed + k)
