@@ -47,6 +47,21 @@ def test_launch_runs_without_a_deadline_option(cora2):
     assert "trainer-m0-r0: exit 0" in done.stdout and "trainer-m1-r0: exit 0" in done.stdout
 
 
+def test_the_interfaces_demo_runs_as_chapter_8_writes_it(cora2, tmp_path):
+    """Chapter 8.3.2's shell command, as written: `launch` then the demo module, whose rank 0 writes what every
+    trainer saw (the notebook itself reads the same records from its training job)."""
+    out = tmp_path / "seen.json"
+    done = gnnbook_cli("launch", "--part-config", str(cora2), "--", sys.executable, "-m",
+                       "gnnbook.distributed.demo_interfaces", "--part-config", str(cora2), "--out", str(out))
+    assert done.returncode == 0, done.stderr[-2000:]
+    seen = json.loads(out.read_text())
+    assert len(seen) == 2 and not out.with_suffix(".part").exists()   # one record per trainer, written whole
+    for record in seen:
+        assert record["owner_mark_matches_partition_book"], record
+        assert sorted(record["owner_mark_counts"]) == ["1", "2"]   # each machine marked the nodes it owns
+        assert record["kv_pulled"] and len(record["kv_pulled"]) == len(record["kv_pushed_ids"])
+
+
 def test_a_failed_launch_keeps_the_logs_it_points_to(cora2):
     done = gnnbook_cli("launch", "--part-config", str(cora2), "--", sys.executable, "-c",
                        "import os, sys; print('trainer says hello', flush=True); "
