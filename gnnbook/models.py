@@ -4,7 +4,7 @@ Book: 2.3 typical GNN models (GGNN 2.3.1, GCN 2.3.2, GAT 2.3.3, VGAE 2.3.4); 8.2
 
 Used in: chapters/01_introduction.ipynb, chapters/02_gnn_models.ipynb,
 chapters/04_gnn_training.ipynb, chapters/05g_historical_embeddings.ipynb,
-chapters/08_dgl_practice.ipynb, labs/lab05b_historical_embeddings.ipynb.
+chapters/08_dgl_practice.ipynb, chapters/09_outlook.ipynb, labs/lab05b_historical_embeddings.ipynb.
 
 Every node classifier has the same interface, ``model(graph_or_blocks, feat)``:
 pass a whole graph for full-graph training or a list of message-flow blocks

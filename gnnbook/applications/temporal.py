@@ -3,7 +3,7 @@ a window is an index range sliced when the batch is made.
 
 Book: 2.4 applications (traffic forecasting), beyond the book.
 
-Used in: labs/lab11_spatiotemporal_index_batching.ipynb.
+Used in: chapters/09_outlook.ipynb, labs/lab11_spatiotemporal_index_batching.ipynb.
 
 Most spatio-temporal GNN loaders *materialise* their snapshots: every sliding
 window of ``past`` input steps and ``horizon`` target steps is copied, so the

@@ -3,7 +3,7 @@
 Book: 1.2.1 why GNN training gets large (measured peak memory).
 
 Used in: chapters/01_introduction.ipynb, chapters/04_gnn_training.ipynb,
-chapters/05g_historical_embeddings.ipynb, labs/lab04_minibatch.ipynb,
+chapters/05g_historical_embeddings.ipynb, chapters/09_outlook.ipynb, labs/lab04_minibatch.ipynb,
 labs/lab10_recommendation.ipynb, labs/lab11_spatiotemporal_index_batching.ipynb.
 
 On Linux the kernel tracks the process's resident-set high-water mark

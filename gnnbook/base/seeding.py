@@ -6,8 +6,8 @@ Used in: chapters/01_introduction.ipynb, chapters/02_gnn_models.ipynb,
 chapters/03_distributed_ml.ipynb, chapters/04_gnn_training.ipynb,
 chapters/05a_minibatch_training_and_sampling.ipynb, chapters/05d_communication.ipynb,
 chapters/05e_sampler_accuracy.ipynb, chapters/05g_historical_embeddings.ipynb,
-chapters/08_dgl_practice.ipynb, labs/lab02_message_passing.ipynb, labs/lab03_collectives.ipynb,
-labs/lab04_minibatch.ipynb, labs/lab05_feature_cache.ipynb.
+chapters/08_dgl_practice.ipynb, chapters/09_outlook.ipynb, labs/lab02_message_passing.ipynb,
+labs/lab03_collectives.ipynb, labs/lab04_minibatch.ipynb, labs/lab05_feature_cache.ipynb.
 
 Every notebook and test seeds through :func:`set_seed`, so the same notebook gives the same
 numbers twice on one machine; :func:`sampling_on_one_thread` makes DGL's neighbour sampling

@@ -2,7 +2,7 @@
 
 Book: 7.7 comparing and choosing.
 
-Used in: chapters/07_gnn_systems.ipynb.
+Used in: chapters/07_gnn_systems.ipynb, chapters/09_outlook.ipynb.
 
 Section 7.7 compares GNN systems along three axes: the hardware (7.7.1), the training method
 (7.7.2: full-graph or minibatch) and the update strategy (7.7.3: synchronous or asynchronous).

@@ -2,7 +2,7 @@
 
 Book: 2.4 applications (traffic forecasting).
 
-Used in: no notebook directly.
+Used in: chapters/09_outlook.ipynb.
 
 ``load_traffic("los-loop")`` returns the Los-loop speeds of Zhao et al.'s
 T-GCN (IEEE T-ITS 2019): five-minute average speeds of 207 loop detectors

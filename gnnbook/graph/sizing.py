@@ -3,7 +3,7 @@ optimizer state and activations, in bytes (decimal units: 1 GB = 1e9 B).
 
 Book: 1.2.1 why GNN training gets large (memory sizing); 7.7 comparing and choosing.
 
-Used in: chapters/01_introduction.ipynb, labs/lab10_recommendation.ipynb.
+Used in: chapters/01_introduction.ipynb, chapters/09_outlook.ipynb, labs/lab10_recommendation.ipynb.
 
 What is counted, so that a number can be checked against a measurement:
 
