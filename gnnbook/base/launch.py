@@ -4,8 +4,7 @@ Book: 3.2 the distributed training flow (real ranks joined by torch.distributed)
 
 Used in: chapters/03_distributed_ml.ipynb, chapters/05c_execution_engine.ipynb,
 chapters/05d_communication.ipynb, chapters/05g_historical_embeddings.ipynb,
-chapters/06a_fullgraph_parallelism.ipynb, chapters/06b_operator_parallelism.ipynb,
-chapters/06c_sync_and_async_protocols.ipynb, labs/lab03_collectives.ipynb,
+chapters/06a_fullgraph_parallelism.ipynb, labs/lab03_collectives.ipynb,
 labs/lab11_spatiotemporal_index_batching.ipynb.
 
 A spawned process cannot import a notebook cell, so the function lives in a
@@ -44,7 +43,7 @@ from typing import Any
 
 from .procs import ProcessFailed, ProcessGroup
 
-__all__ = ["run", "run_sequence", "free_port", "ProcessFailed", "PEER_EXIT_GRACE_S"]
+__all__ = ["run", "run_sequence", "free_port", "check_spec", "ProcessFailed", "PEER_EXIT_GRACE_S"]
 
 # Ranks leave together (gnnbook.base.worker.leave_together): once one rank has exited 0, every peer
 # has finished its function and exits within moments.  A peer still running this long after is
@@ -74,7 +73,8 @@ def free_port(host: str = "127.0.0.1") -> int:
         return sock.getsockname()[1]
 
 
-def _check_spec(fn: str) -> None:
+def check_spec(fn: str) -> None:
+    """Refuse a function spec that cannot be loaded, before any process starts."""
     module, sep, name = fn.rpartition(":")
     if not sep or not module or not name.isidentifier():
         raise ValueError(f"fn must look like 'package.module:function' or '/path/file.py:function', got {fn!r}")
@@ -102,7 +102,7 @@ def run(fn: str, world_size: int, args: dict[str, Any] | None = None, deadline_s
     """
     if world_size < 1:
         raise ValueError(f"world_size must be >= 1, got {world_size}")
-    _check_spec(fn)
+    check_spec(fn)
     args_json = json.dumps(args or {})  # fails here, clearly, on arguments that are not JSON
     work = Path(tempfile.mkdtemp(prefix="gnnbook-run-"))
     store = None

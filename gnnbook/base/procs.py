@@ -315,21 +315,31 @@ class ProcessGroup:
                 if time.monotonic() - finished_at > self.grace_s:
                     self.kill()
                     break
-            if time.monotonic() - self._recorded_at > reaper.RECORD_EVERY_S:
-                self.record()
-            for budget in self.budgets:
-                budget.sample()
-            if time.monotonic() > self.deadline:
-                running = [m for m in self.members if m.popen.poll() is None]
-                self.dump_stacks()
-                self.kill()
-                first = running[0] if running else self.members[0]
-                raise ProcessFailed(
-                    first.name, None, tail(first.log_path),
-                    f"deadline of {self.deadline_s:.0f} s passed; still running: {', '.join(m.name for m in running)}",
-                )
+            self._check_time()
             time.sleep(self.poll_s)
         return {m.name: m.popen.returncode for m in self.members}
+
+    def check(self) -> None:
+        """What :meth:`wait` checks on every poll, once, for a caller that waits on something else
+        (a pool's job): raise :class:`ProcessFailed`, the group stopped, when a process failed or
+        the deadline passed."""
+        self._check_failures()
+        self._check_time()
+
+    def _check_time(self) -> None:
+        if time.monotonic() - self._recorded_at > reaper.RECORD_EVERY_S:
+            self.record()
+        for budget in self.budgets:
+            budget.sample()
+        if time.monotonic() > self.deadline:
+            running = [m for m in self.members if m.popen.poll() is None]
+            self.dump_stacks()
+            self.kill()
+            first = running[0] if running else self.members[0]
+            raise ProcessFailed(
+                first.name, None, tail(first.log_path),
+                f"deadline of {self.deadline_s:.0f} s passed; still running: {', '.join(m.name for m in running)}",
+            )
 
     def kill(self, term_wait_s: float = 3.0, reap_s: float = 10.0) -> None:
         """SIGTERM every process group, then SIGKILL what is left, then every

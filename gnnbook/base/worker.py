@@ -150,6 +150,13 @@ def rank_and_size() -> dict[str, int]:
     return {"rank": dist.get_rank(), "world_size": dist.get_world_size()}
 
 
+def rank_and_pid() -> dict[str, int]:
+    """This rank and its process id (a pool's jobs run in the same processes)."""
+    import torch.distributed as dist
+
+    return {"rank": dist.get_rank(), "pid": os.getpid()}
+
+
 def env_rendezvous() -> dict[str, int]:
     """For ``run(..., init_dist=False)``: join the group by itself from the
     environment (``env://``: MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE), as
