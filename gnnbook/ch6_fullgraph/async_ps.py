@@ -3,8 +3,7 @@
 
 Book: 6.3 asynchronous training (6.3.1 the asynchronous execution model, 6.3.2 asynchronous protocols).
 
-Used in: no notebook yet (tests/test_async_ps.py; its place is section 6.3 of chapter 6c, see the measurements in
-the project's notes).
+Used in: chapters/06c_sync_and_async_protocols.ipynb.
 
 Rank 0 is a parameter server; ranks 1..K are workers, each owning one part of the graph (METIS), the
 input features of its halo and nothing else.  A worker's iteration is one epoch of its part:
@@ -28,12 +27,14 @@ still to deliver.  Two protocols, the same messages:
   more than ``staleness`` iterations ahead of the slowest (stale synchronous parallel, Ho et al. 2013;
   the bound that asynchronous GNN systems such as Dorylus and the protocols the book surveys keep).
 
-A **straggler** is injected as the book's setting has it: before each iteration ``i`` one worker, drawn
-from a generator seeded by ``i`` (the same draw in both protocols), sleeps ``delay_s``; a noisy
-neighbour or a pause, a different worker each time.  Under the barrier every epoch waits for that
-iteration's slow worker; without it each worker pays only for its own slow iterations, about 1/K of
-them, as long as the bound does not stop it.  A worker slow in *every* iteration would hold any
-bounded-staleness run to its pace, which is what the bound is for (chapter 3.4.2 shows both cases).
+A **straggler** is injected: before its iteration ``i`` worker ``(seed + i) mod K`` sleeps ``delay_s``
+(the same schedule in both protocols): one worker slowed in every round, each in turn, as a periodic
+background job or pause would do.  Under the barrier every epoch waits for that round's slow worker, so
+an epoch costs about ``delay_s`` more; without it each worker pays only for its own slow iterations,
+one in K, so about ``delay_s / K`` more, as long as the bound does not stop it (a slow turn puts a
+worker one iteration behind, well within a bound of 1 or more).  A worker slow in *every* iteration
+would hold any bounded-staleness run to its pace, which is what the bound is for (chapter 3.4.2
+shows both cases on a parameter server of its own).
 
 Every worker records how old what it used was: for each iteration the lag, in iterations, of each peer's
 rows (``halo_lag``: 1 under the barrier, up to ``staleness + 1`` without it); the server records, for
@@ -69,14 +70,13 @@ _INIT, _GRADIENT = 0.0, 1.0
 
 
 def straggler_schedule(workers: int, iterations: int, seed: int = 0) -> list[int]:
-    """The worker (0-based) slowed in each iteration: one draw per iteration, the same in every process.
+    """The worker (0-based) slowed in each iteration: each in turn, starting at ``seed mod workers``.
 
     Example:
-        >>> len(straggler_schedule(3, 5)), set(straggler_schedule(3, 100)) == {0, 1, 2}
-        (5, True)
+        >>> straggler_schedule(3, 5, seed=1)
+        [1, 2, 0, 1, 2]
     """
-    return [int(torch.randint(workers, (1,), generator=torch.Generator().manual_seed(seed * 100_003 + i)))
-            for i in range(iterations)]
+    return [(seed + i) % workers for i in range(iterations)]
 
 
 def _flat(w: dict[str, torch.Tensor]) -> torch.Tensor:
