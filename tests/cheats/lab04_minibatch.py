@@ -8,7 +8,7 @@ loss, one clean SGD update, full-graph accuracy, and the teacher's choice's peak
 from grading_cheats import Cheat
 
 _ARGS = "model, optimizer, feat, labels, input_nodes, output_nodes, blocks"
-_CHOICE = "return 16, [5, 5]"
+_CHOICE = "return 8, [5, 5]"
 
 CHEATS = [
     # --- task 1: my_minibatch_step ------------------------------------------------------------------
