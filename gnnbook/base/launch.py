@@ -43,7 +43,7 @@ from typing import Any
 
 from .procs import ProcessFailed, ProcessGroup
 
-__all__ = ["run", "run_sequence", "free_port", "check_spec", "ProcessFailed", "PEER_EXIT_GRACE_S"]
+__all__ = ["run", "run_sequence", "start_ranks", "free_port", "check_spec", "ProcessFailed", "PEER_EXIT_GRACE_S"]
 
 # Ranks leave together (gnnbook.base.worker.leave_together): once one rank has exited 0, every peer
 # has finished its function and exits within moments.  A peer still running this long after is
@@ -82,6 +82,25 @@ def check_spec(fn: str) -> None:
         raise FileNotFoundError(f"fn names the file {module!r}, which does not exist; write it first (e.g. %%writefile)")
 
 
+def start_ranks(group: ProcessGroup, fn: str, world_size: int, args_path: Path, result_path: str | Path, port: int,
+                deadline_s: float, threads_per_rank: int = 1, init_dist: bool = True,
+                env: dict[str, str] | None = None) -> None:
+    """Start ``world_size`` ranks ``python -m gnnbook.base.worker fn args_path result`` in ``group``, each told
+    its rank, the rendezvous on loopback ``port`` and the group's deadline; ``result_path`` may hold ``{rank}``."""
+    for rank in range(world_size):
+        group.start(f"rank{rank}", [
+            sys.executable, "-m", "gnnbook.base.worker", fn, str(args_path), str(result_path).format(rank=rank),
+        ], env={
+            **(env or {}), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
+            "RANK": str(rank), "WORLD_SIZE": str(world_size), "GNNBOOK_INIT_DIST": str(int(init_dist)),
+            "GNNBOOK_DEADLINE_S": str(deadline_s), "GNNBOOK_DEADLINE_AT": repr(group.deadline),
+            "OMP_NUM_THREADS": str(threads_per_rank),
+            # gloo listens on the address the host name resolves to unless pinned: loopback only
+            "GLOO_SOCKET_IFNAME": LOOPBACK_INTERFACE,
+            "PYTHONPATH": os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")])),
+        })
+
+
 def run(fn: str, world_size: int, args: dict[str, Any] | None = None, deadline_s: float = 60.0,
         threads_per_rank: int = 1, init_dist: bool = True, log_dir: str | Path | None = None,
         env: dict[str, str] | None = None) -> list[Any]:
@@ -118,19 +137,8 @@ def run(fn: str, world_size: int, args: dict[str, Any] | None = None, deadline_s
         with ProcessGroup(deadline_s=deadline_s, log_dir=log_dir or work / "logs",
                           peer_exit_grace_s=PEER_EXIT_GRACE_S) as group:
             group.remove_on_death(work)     # the launcher killed by SIGKILL: its watchdog removes the folder
-            for rank in range(world_size):
-                group.start(f"rank{rank}", [
-                    sys.executable, "-m", "gnnbook.base.worker", fn, str(work / "args.json"),
-                    str(work / f"result{rank}.pt"),
-                ], env={
-                    **(env or {}), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-                    "RANK": str(rank), "WORLD_SIZE": str(world_size), "GNNBOOK_INIT_DIST": str(int(init_dist)),
-                    "GNNBOOK_DEADLINE_S": str(deadline_s), "GNNBOOK_DEADLINE_AT": repr(group.deadline),
-                    "OMP_NUM_THREADS": str(threads_per_rank),
-                    # gloo listens on the address the host name resolves to unless pinned: loopback only
-                    "GLOO_SOCKET_IFNAME": LOOPBACK_INTERFACE,
-                    "PYTHONPATH": os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")])),
-                })
+            start_ranks(group, fn, world_size, work / "args.json", work / "result{rank}.pt", port, deadline_s,
+                        threads_per_rank, init_dist, env)
             group.wait()
         import torch
 

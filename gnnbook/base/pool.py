@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from . import worker
-from .launch import LOOPBACK_INTERFACE, PEER_EXIT_GRACE_S, check_spec
+from .launch import PEER_EXIT_GRACE_S, check_spec, start_ranks
 from .procs import ProcessFailed, ProcessGroup
 
 __all__ = ["RankPool", "serve"]
@@ -66,17 +66,8 @@ class RankPool:
                                    peer_exit_grace_s=PEER_EXIT_GRACE_S)
         self._group.remove_on_death(self._work)
         (self._work / "args.json").write_text(json.dumps({"work": str(self._work)}))
-        for rank in range(world_size):
-            self._group.start(f"rank{rank}", [
-                sys.executable, "-m", "gnnbook.base.worker", "gnnbook.base.pool:serve", str(self._work / "args.json"),
-                str(self._work / f"served{rank}.pt"),
-            ], env={
-                **(env or {}), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(self._store.port),
-                "RANK": str(rank), "WORLD_SIZE": str(world_size), "GNNBOOK_INIT_DIST": "1",
-                "GNNBOOK_DEADLINE_S": str(deadline_s), "GNNBOOK_DEADLINE_AT": repr(self._group.deadline),
-                "OMP_NUM_THREADS": str(threads_per_rank), "GLOO_SOCKET_IFNAME": LOOPBACK_INTERFACE,
-                "PYTHONPATH": os.pathsep.join(filter(None, [os.getcwd(), os.environ.get("PYTHONPATH")])),
-            })
+        start_ranks(self._group, "gnnbook.base.pool:serve", world_size, self._work / "args.json",
+                    self._work / "served{rank}.pt", self._store.port, deadline_s, threads_per_rank, env=env)
         self.closed = False
         atexit.register(self.close)
 

@@ -60,8 +60,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from ..training.train import correct_predictions
-from .partitioners import partition
-from .subgraph import LocalGraph, load_problem, local_graph
+from .subgraph import LocalGraph, load_problem, local_graph, shared_assignment
 
 __all__ = ["MODES", "train", "straggler_schedule"]
 
@@ -111,8 +110,7 @@ def train(dataset: str = "cora", mode: str = "async", staleness: int = 4, epochs
         raise ValueError("needs at least 3 processes: a server and two workers")
     graph, x, labels, w0 = load_problem(dataset, "gcn", hidden, seed)
     # rank 0 partitions and every process receives the same parts (METIS may differ between processes)
-    assignment = partition(graph, workers, partitioner, seed) if rank == 0 else torch.empty(graph.num_nodes(), dtype=torch.int64)
-    dist.broadcast(assignment, 0)
+    assignment = shared_assignment(graph, partitioner, seed, num_parts=workers)
     parts = [local_graph(graph, assignment, k, "gcn") for k in range(workers)]
     size = sum(t.numel() for t in w0.values())
     rows_max = max(sum(p.send_counts) + sum(p.recv_counts) for p in parts)

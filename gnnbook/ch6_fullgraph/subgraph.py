@@ -205,13 +205,14 @@ def load_problem(dataset: str, model: str, hidden: int, seed: int):
     return graph, x, labels, w
 
 
-def shared_assignment(graph, partitioner: str, seed: int) -> torch.Tensor:
-    """Rank 0 partitions, every rank receives the same assignment (before any Comm: not counted)."""
+def shared_assignment(graph, partitioner: str, seed: int, num_parts: int | None = None) -> torch.Tensor:
+    """Rank 0 partitions into ``num_parts`` (default: one part per process), every rank receives the same
+    assignment (before any Comm: not counted)."""
     import torch.distributed as dist
 
     from .partitioners import check_assignment, partition
 
-    k = dist.get_world_size()
+    k = dist.get_world_size() if num_parts is None else num_parts
     if dist.get_rank() == 0:
         assignment = partition(graph, k, partitioner, seed)
     else:
