@@ -50,16 +50,18 @@ def _layer_graphs(graph_or_blocks, num_layers: int) -> list:
 class _Stack(nn.Module):
     """Layers applied in turn with dropout before each and ``act`` between them."""
 
-    def __init__(self, layers: list[nn.Module], dropout: float, act=F.relu):
+    def __init__(self, layers: list[nn.Module], dropout: float, act=F.relu, input_dropout: bool = True):
         super().__init__()
         self.layers = nn.ModuleList(layers)
         self.dropout = nn.Dropout(dropout)
         self.act = act
+        self.input_dropout = input_dropout  # False: dropout between layers only (DGL's examples)
 
     def forward(self, graph_or_blocks, feat: torch.Tensor, skip_first_dropout: bool = False) -> torch.Tensor:
         h = feat
+        skip_first = skip_first_dropout or not self.input_dropout
         for i, (layer, g) in enumerate(zip(self.layers, _layer_graphs(graph_or_blocks, len(self.layers)))):
-            h = self.conv(layer, g, h if (i == 0 and skip_first_dropout) else self.dropout(h))
+            h = self.conv(layer, g, h if (i == 0 and skip_first) else self.dropout(h))
             if i < len(self.layers) - 1:
                 h = self.act(h)
         return h
@@ -110,12 +112,14 @@ class GCN(_Stack):
 
 
 class GraphSAGE(_Stack):
-    """GraphSAGE with mean aggregation (Hamilton et al., NeurIPS 2017)."""
+    """GraphSAGE with mean aggregation (Hamilton et al., NeurIPS 2017).  ``input_dropout=False``
+    drops out between layers only, as DGL's distributed example does (its input rows are many)."""
 
     def __init__(self, in_feats: int, num_classes: int, hidden: int = 64, num_layers: int = 2,
-                 dropout: float = 0.5, aggregator: str = "mean"):
+                 dropout: float = 0.5, aggregator: str = "mean", input_dropout: bool = True):
         dims = [in_feats] + [hidden] * (num_layers - 1) + [num_classes]
-        super().__init__([dglnn.SAGEConv(a, b, aggregator) for a, b in zip(dims, dims[1:])], dropout)
+        super().__init__([dglnn.SAGEConv(a, b, aggregator) for a, b in zip(dims, dims[1:])], dropout,
+                         input_dropout=input_dropout)
 
 
 class GIN(_Stack):

@@ -211,3 +211,26 @@ def test_repeatable_sampling_refuses_layouts_it_cannot_repeat(cora_random2):
     with LocalCluster(cora_random2, num_trainers=2, deadline_s=60) as cluster:
         with pytest.raises(ValueError, match="2 machines with 1 trainer each"):
             cluster.train(TrainConfig(epochs=1, repeatable_sampling=True))
+
+
+def test_remote_neighbours_counted_per_node_equal_the_per_edge_definition():
+    """count_remote_neighbours looks owners up once per node of a block; the counts are those of the
+    definition, edge by edge (self-loops left out), on sampled blocks of a graph with self-loops."""
+    import dgl
+
+    from gnnbook.distributed.stages import count_remote_neighbours
+
+    torch.manual_seed(0)
+    g = dgl.add_self_loop(dgl.rand_graph(400, 3000))
+    _, _, blocks = dgl.dataloading.NeighborSampler([5, 10]).sample_blocks(g, torch.arange(0, 400, 7))
+    owner_of = lambda ids: ids % 3  # noqa: E731
+    expected = [0, 0, 0]
+    for block in blocks:
+        src, dst = block.edges()
+        src, dst = block.srcdata[dgl.NID][src], block.dstdata[dgl.NID][dst]
+        keep = src != dst
+        expected[0] += int(keep.sum())
+        expected[1] += int((owner_of(src[keep]) != owner_of(dst[keep])).sum())
+        expected[2] += int((owner_of(src[keep]) != 1).sum())
+    assert expected[0] > 0 and 0 < expected[2] < expected[0]
+    assert list(count_remote_neighbours(blocks, owner_of, own_part=1)) == expected

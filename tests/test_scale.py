@@ -72,3 +72,30 @@ def test_eval_fanouts_round_trip_and_validation():
     assert TrainConfig.from_argv(TrainConfig().to_argv()).eval_fanouts is None  # every neighbour
     with pytest.raises(ValueError, match="one positive count per layer"):
         TrainConfig(eval_fanouts=[25])
+
+
+def test_bench_scale_pieces_dgl_names_and_each_machines_peak_from_launch(tmp_path, monkeypatch):
+    """benchmarks/bench_scale.py's pieces: a partition under DGL's example names (features, labels),
+    which the course's trainer reads too, and `launch --machine-memory --json`, which reports every
+    machine's measured peak beside the exit codes; a missing DGL example is refused with where to get it."""
+    from gnnbook.data import load_dataset
+    from gnnbook.distributed.partition_files import open_partition, partition_graph
+
+    monkeypatch.setenv("GNNBOOK_DATA_DIR", str(tmp_path))
+    graph = load_dataset("scale", num_nodes=3000, avg_degree=8)
+    config = partition_graph(graph, "scale", 2, "random", tmp_path / "parts", feat_name="features", label_name="labels")
+    assert {"features", "labels", "train_mask"} <= set(open_partition(config).node_data_names)
+    assert read_config(config)["gnnbook"]["num_classes"] == 16
+    done = subprocess.run([sys.executable, "-m", "gnnbook", "launch", "--json", "--part-config", str(config),
+                           "--machine-memory", "3GiB", "--workdir", str(tmp_path / "w"), "--", sys.executable, "-c",
+                           "pass"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(done.stdout)
+    assert set(result["exit_codes"].values()) == {0}
+    assert {"server-m0-s0", "server-m1-s0", "trainer-m0-r0", "trainer-m1-r0"} <= set(result["exit_codes"])
+    assert [m["name"] for m in result["machine_memory"]] == ["machine 0", "machine 1"]
+    assert all(0 < m["peak_bytes"] <= m["limit_bytes"] == 3 << 30 for m in result["machine_memory"])
+    bench = Path(__file__).resolve().parents[1] / "benchmarks" / "bench_scale.py"
+    refused = subprocess.run([sys.executable, str(bench), "--dgl-example", str(tmp_path / "none.py")],
+                             capture_output=True, text=True, timeout=120)
+    assert refused.returncode == 1 and "no DGL example at" in refused.stderr and "tag v2.1.0" in refused.stderr

@@ -31,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
@@ -158,8 +159,7 @@ def _dist_train(args: argparse.Namespace) -> int:
                   f"hit rate {100 * cache['hit_rate']:.1f}% ({cache['hits']} hits, {cache['misses']} misses); remote "
                   f"bytes per epoch {[sum(e) for e in result['per_epoch']['remote_bytes']]}")
         for machine in result.get("machine_memory", []):
-            print(f"{machine['name']}: peak {machine['peak_bytes'] / 2**20:.0f} MiB of its "
-                  f"{machine['limit_bytes'] / 2**20:.0f} MiB budget ({machine['mode']})")
+            print(_peak_line(machine))
         if "single_process" in result:
             single = result["single_process"]
             print(f"single process, same model/fanouts/seed: test accuracy {single['test_acc']:.3f} "
@@ -190,8 +190,18 @@ def _launch(args: argparse.Namespace) -> int:
             return 0
         # The start path of dist-train: preflight, fresh ports on a clash, logs kept on failure.
         codes = cluster.run(command)
-    print(json.dumps(codes) if args.json else "\n".join(f"{k}: exit {v}" for k, v in codes.items()))
+        # With --machine-memory, each machine's measured peak (benchmarks/bench_scale.py reads it).
+        machines = [asdict(r) for r in cluster.started[-1].reports] if args.machine_memory else []
+    if args.json:
+        print(json.dumps(dict(exit_codes=codes, **({"machine_memory": machines} if machines else {}))))
+    else:
+        print("\n".join([*(f"{k}: exit {v}" for k, v in codes.items()), *map(_peak_line, machines)]))
     return 0
+
+
+def _peak_line(machine: dict[str, Any]) -> str:
+    return (f"{machine['name']}: peak {machine['peak_bytes'] / 2**20:.0f} MiB of its "
+            f"{machine['limit_bytes'] / 2**20:.0f} MiB budget ({machine['mode']})")
 
 
 def _add_job_options(parser: argparse.ArgumentParser) -> None:
@@ -217,6 +227,8 @@ def _add_job_options(parser: argparse.ArgumentParser) -> None:
 # Help for the options that TrainConfig.add_arguments makes from its fields (the comments in config.py).
 TRAIN_HELP = {
     "model": "the model the trainers train (default: sage)",
+    "input_dropout": "GraphSAGE: dropout on the input features as well (default); --no-input-dropout drops out "
+                     "between layers only, as DGL's distributed GraphSAGE example does",
     "epochs": "passes over each trainer's training nodes (default: 20)",
     "batch_size": "seed nodes per minibatch, per trainer; the single-process baseline uses batch-size x trainers, "
                   "so both take the same number of steps (default: 4)",

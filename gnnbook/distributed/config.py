@@ -58,6 +58,9 @@ class TrainConfig:
     lr: float | None = None
     weight_decay: float = 5e-4
     hidden: int | None = None  # None: the paper's default (gnnbook.models.MODEL_DEFAULTS)
+    # sage only: False drops out between layers only, as DGL's distributed GraphSAGE example does
+    # (benchmarks/bench_scale.py trains that model); --no-input-dropout.
+    input_dropout: bool = True
     seed: int = 0
     # Train this many times in one job, with seeds seed, seed + 1, ...: the servers and processes start once (a
     # job's start-up, ~25 s on 2 cores, costs more than a Cora run); OGB's example scripts call it --runs.
@@ -92,6 +95,8 @@ class TrainConfig:
             raise ValueError(f"eval_fanouts needs one positive count per layer ({len(self.fanouts)}), "
                              f"got {self.eval_fanouts}")
         check_cache_options(self.cache_policy, self.cache_fraction)
+        if not self.input_dropout and self.model != "sage":
+            raise ValueError(f"input_dropout=False (--no-input-dropout) is a GraphSAGE option; model is {self.model}")
         if self.runs < 1:
             raise ValueError(f"runs must be >= 1 (trainings with seeds seed, seed + 1, ...), got {self.runs}")
         if self.runs > 1 and self.checkpoint_dir:
@@ -113,7 +118,7 @@ class TrainConfig:
             value = getattr(self, f.name)
             flag = "--" + f.name.replace("_", "-")
             if isinstance(value, bool):
-                argv += [flag] if value else []
+                argv += [] if value == f.default else [flag if value else "--no-" + flag[2:]]
             elif isinstance(value, list):
                 argv += [flag, ",".join(map(str, value))]
             elif value is not None:
@@ -126,8 +131,8 @@ class TrainConfig:
         for f in fields(cls):
             flag = "--" + f.name.replace("_", "-")
             value = getattr(default, f.name)
-            if isinstance(value, bool):
-                parser.add_argument(flag, action="store_true")
+            if isinstance(value, bool):  # --flag, or --no-flag for what is on by default
+                parser.add_argument(flag, action=argparse.BooleanOptionalAction if value else "store_true", default=value)
             elif f.name in ("fanouts", "eval_fanouts"):
                 parser.add_argument(flag, type=lambda s: [int(x) for x in s.split(",")], default=value,
                                     help="neighbours sampled per layer, e.g. 10,10" if f.name == "fanouts" else None)
@@ -187,5 +192,7 @@ def make_model(config: TrainConfig, in_feats: int, num_classes: int) -> torch.nn
     options = {"num_layers": len(config.fanouts)}
     if config.hidden is not None:
         options["hidden"] = config.hidden
+    if not config.input_dropout:
+        options["input_dropout"] = False
     assert config.model in MODEL_DEFAULTS
     return build_model(config.model, in_feats, num_classes, **options)

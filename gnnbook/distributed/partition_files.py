@@ -144,9 +144,11 @@ def _canonical(graph):
 
 
 def partition_graph(graph, graph_name: str, num_parts: int, method: str, out_dir: str | Path,
-                    seed: int = 0) -> Path:
+                    seed: int = 0, feat_name: str = "feat", label_name: str = "label") -> Path:
     """Partition a DGLGraph (ndata feat/label/masks) into ``out_dir``; return
-    the partition config path.  ``out_dir`` must not exist yet."""
+    the partition config path.  ``out_dir`` must not exist yet.  The partition stores the
+    features and labels under ``feat_name`` and ``label_name`` ("features" and "labels" for
+    DGL's distributed examples, which read those names)."""
     import dgl
 
     from ..training.train import prepare_graph
@@ -172,6 +174,8 @@ def partition_graph(graph, graph_name: str, num_parts: int, method: str, out_dir
     try:
         stages.update(1)
         stages.set_description(f"partition {graph_name}: DGL {method} into {num_parts} parts")
+        num_classes, num_features = int(g.ndata["label"].max()) + 1, int(g.ndata["feat"].shape[1])
+        g.ndata[feat_name], g.ndata[label_name] = g.ndata.pop("feat"), g.ndata.pop("label")
         _quietly(dgl.distributed.partition_graph, g, graph_name, num_parts, str(tmp), num_hops=1,
                  part_method=method, balance_ntypes=g.ndata["train_mask"].int() if method == "metis" else None,
                  balance_edges=method == "metis")
@@ -180,7 +184,7 @@ def partition_graph(graph, graph_name: str, num_parts: int, method: str, out_dir
         # What the trainer needs and DGL does not store; DGL ignores extra keys.
         config_path = tmp / f"{graph_name}.json"
         config = json.loads(config_path.read_text())
-        config["gnnbook"] = dict(num_classes=int(g.ndata["label"].max()) + 1, num_features=int(g.ndata["feat"].shape[1]),
+        config["gnnbook"] = dict(num_classes=num_classes, num_features=num_features,
                                  method=method, seed=seed, sha256=_digests(tmp, skip=config_path))
         config["gnnbook"]["config_sha256"] = config_digest(config)
         config_path.write_text(json.dumps(config, indent=1))

@@ -88,10 +88,12 @@ def count_remote_neighbours(blocks, owner_of: Callable[[torch.Tensor], torch.Ten
     sampled = crossing = remote = 0
     for block in blocks:
         src, dst = block.edges()
-        src, dst = block.srcdata[dgl.NID][src], block.dstdata[dgl.NID][dst]
-        neighbour = src != dst
-        src_owner, dst_owner = owner_of(src[neighbour]), owner_of(dst[neighbour])
-        sampled += len(src_owner)
-        crossing += int((src_owner != dst_owner).sum())
-        remote += int((src_owner != own_part).sum())
+        src_nid, dst_nid = block.srcdata[dgl.NID], block.dstdata[dgl.NID]
+        # Owners looked up once per node, then read per edge (a block has 10-25x more edges than nodes);
+        # self-loops subtracted rather than masked out, which would copy every edge array.
+        src_owner, dst_owner = owner_of(src_nid)[src], owner_of(dst_nid)[dst]
+        loop, away = src_nid[src] == dst_nid[dst], src_owner != own_part
+        sampled += len(src) - int(loop.sum())
+        crossing += int((src_owner != dst_owner).sum())  # a self-loop's two ends have one owner
+        remote += int(away.sum()) - int((loop & away).sum())
     return sampled, crossing, remote
