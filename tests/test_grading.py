@@ -21,8 +21,10 @@ from __future__ import annotations
 
 import ast
 import builtins
+import json
 import os
 import re
+import time
 from pathlib import Path
 
 import nbformat
@@ -191,7 +193,9 @@ def graded(request, tmp_path_factory) -> dict[str, dict]:
             first_round[("release", lab.stem)] = released
         plans[lab.stem] = (released, sources, record)
         tasks[lab.stem] = sorted({_task(i) for i in sources})
+    start = time.perf_counter()
     first, first_executed = grade(labs, first_round, tmp / "first")
+    seconds = {"solutions": time.perf_counter() - start}
     second_round, names = {}, {}
     for lab in labs:
         released, sources, record = plans[lab.stem]
@@ -201,7 +205,15 @@ def graded(request, tmp_path_factory) -> dict[str, dict]:
         names[lab.stem] = {f"cheat{i}": cheat for i, cheat in enumerate(cheats)}
         for student, cheat in names[lab.stem].items():
             second_round[(student, lab.stem)] = without_runs(apply_cheat(released, sources, cheat))
+    start = time.perf_counter()
     second, second_executed = grade(labs, second_round, tmp / "second")
+    seconds["cheats"] = time.perf_counter() - start
+    # The solutions' round replaces the labs' nbval runs (conftest.py skips them): what grading adds to
+    # make test is the cheats' round.  Beside build/notebook-times.json, for the note and for CI logs.
+    (ROOT / "build").mkdir(exist_ok=True)
+    (ROOT / "build" / "grading-times.json").write_text(json.dumps(
+        {"labs": [lab.stem for lab in labs], **{f"{k}_seconds": round(v, 1) for k, v in seconds.items()}}, indent=1))
+    print(f"grading: solutions {seconds['solutions']:.0f} s, cheats {seconds['cheats']:.0f} s")
     return {lab.stem: dict(first=first, first_executed=first_executed, second=second,
                            second_executed=second_executed, cheats=names[lab.stem], tasks=tasks[lab.stem])
             for lab in labs}
