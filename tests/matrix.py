@@ -9,7 +9,8 @@ says how many claims were recorded.
     python tests/matrix.py                        # all notebooks x all datasets (make test-matrix)
     python tests/matrix.py --only 04 --datasets citeseer
 
-prints one table, notebook x dataset (x the other parameter sets of VARIANTS) -> holds / failed and seconds, and exits
+prints one table, notebook x dataset (x the other parameter sets of VARIANTS; and the scale-ups of SCALE_UPS,
+for notebooks that take no dataset) -> holds / failed and seconds, and exits
 non-zero when any run failed.  ``tests/test_papermill.py`` runs one
 non-default dataset or parameter set per notebook of this table on every ``make test``, but for
 the slowest (its ``MATRIX_ONLY``), which only this table runs.
@@ -62,6 +63,11 @@ VARIANTS: dict[str, tuple[dict, ...]] = {
     "chapters/06c_sync_and_async_protocols.ipynb": ({}, {"num_parts": 3}, {"num_parts": 4}),
     # the only ratings dataset shipped: its other parameter set is narrower and shallower
     "labs/lab10_recommendation.ipynb": ({}, {"dim": 32, "layers": 2}),
+}
+
+# notebook without a dataset parameter -> the scale-up parameter sets its parameters cell advertises
+SCALE_UPS: dict[str, tuple[dict, ...]] = {
+    "chapters/09_outlook.ipynb": ({"scale_nodes": 500_000},),
 }
 
 
@@ -126,18 +132,19 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     # absolute: each notebook runs in its own folder, where a relative results path would land
     out = Path(args.out).resolve() if args.out else Path(tempfile.mkdtemp(prefix="gnnbook-matrix-"))
+    selected = [(notebook, {"dataset": dataset, **variant}) for notebook, datasets in MATRIX.items()
+                for dataset in datasets if not args.datasets or dataset in args.datasets
+                for variant in VARIANTS.get(notebook, ({},))]
+    selected += [(notebook, parameters) for notebook, sets in SCALE_UPS.items() if not args.datasets
+                 for parameters in sets]
     runs = []
-    for notebook, datasets in MATRIX.items():
+    for notebook, parameters in selected:
         if args.only and not any(word in notebook for word in args.only):
             continue
-        for dataset in datasets:
-            if args.datasets and dataset not in args.datasets:
-                continue
-            for variant in VARIANTS.get(notebook, ({},)):
-                run = run_notebook(notebook, {"dataset": dataset, **variant}, out)
-                print(f"{'holds ' if run.holds else 'FAILED'} {run.seconds:6.0f} s  {notebook} {dataset} {variant or ''}: "
-                      f"{run.detail}", flush=True)
-                runs.append(run)
+        run = run_notebook(notebook, parameters, out)
+        print(f"{'holds ' if run.holds else 'FAILED'} {run.seconds:6.0f} s  {notebook} {parameters}: {run.detail}",
+              flush=True)
+        runs.append(run)
     if not runs:
         print("nothing selected", file=sys.stderr)
         return 2
