@@ -54,14 +54,13 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
-import functools
 import json
 import math
 import os
 import signal
 import sys
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -106,9 +105,33 @@ def _gather(values: list[float]) -> list[list[float]]:
     return [o.tolist() for o in out]
 
 
-def _column(per_rank: list[list[float]], i: int, kind=int) -> list:
-    """Value ``i`` of every rank's gathered list."""
-    return [kind(r[i]) for r in per_rank]
+@dataclass
+class RankEpoch:
+    """What one rank counted and timed in one epoch; every rank's is gathered after the epoch
+    (:meth:`gather`) and becomes one list per field in the history (rank order)."""
+
+    steps: int
+    local_rows: int  # feature rows read from this machine
+    remote_rows: int  # read from another machine's server (cache misses)
+    seconds: float  # the epoch's training loop, evaluation excluded
+    loss: float  # mean over this rank's steps
+    cache_hits: int
+    remote_bytes: int
+    step_seconds: float  # inside steps (the loop's own overhead excluded)
+    sampled_neighbours: int
+    remote_neighbours: int  # on another machine than the node that sampled them
+    trainer_remote_neighbours: int  # on another machine than this trainer
+    cache_mismatched_rows: int
+    stage_seconds: dict[str, float]  # STAGES -> seconds
+
+    def gather(self) -> list["RankEpoch"]:
+        """Every rank's record (one all-gather of their numbers), in rank order."""
+        names = [f.name for f in fields(self) if f.name != "stage_seconds"]
+        numbers = [float(getattr(self, n)) for n in names] + [self.stage_seconds[s] for s in STAGES]
+        kinds = {f.name: f.type for f in fields(self)}
+        return [RankEpoch(**{n: float(v) if kinds[n] == "float" else int(v) for n, v in zip(names, row)},
+                          stage_seconds=dict(zip(STAGES, row[len(names):])))
+                for row in _gather(numbers)]
 
 
 def _num_classes(g, config: Mapping[str, Any], label_key: str) -> int:
@@ -271,17 +294,13 @@ def _train_epoch(job: _Job, model, optimizer, loader, config: TrainConfig, epoch
     eval_counts = [c for s in ("val", "test") for c in _evaluate(model, g, job.eval_loaders[s], job.feat_key,
                                                                   job.label_key)]
     val_c, val_n, test_c, test_n = _reduce(eval_counts)
-    per_rank = _gather([steps, counts["local_rows"], counts["misses"], seconds, loss_sum / max(1, steps),
-                        counts["hits"], counts["remote_bytes"], step_seconds, *neighbours, mismatched,
-                        *stage_seconds.values()])
-    column = functools.partial(_column, per_rank)
+    ranks = RankEpoch(steps, counts["local_rows"], counts["misses"], seconds, loss_sum / max(1, steps), counts["hits"],
+                      counts["remote_bytes"], step_seconds, *neighbours, mismatched, stage_seconds).gather()
+    per_field = {f.name: [getattr(r, f.name) for r in ranks] for f in fields(RankEpoch) if f.name != "stage_seconds"}
     return dict(
-        epoch=epoch, loss=sum(r[4] for r in per_rank) / world, val_acc=val_c / max(1, val_n),
-        test_acc=test_c / max(1, test_n), seconds=max(r[3] for r in per_rank),
-        steps=column(0), local_rows=column(1), remote_rows=column(2), cache_hits=column(5),
-        remote_bytes=column(6), step_seconds=column(7, float), sampled_neighbours=column(8),
-        remote_neighbours=column(9), trainer_remote_neighbours=column(10), cache_mismatched_rows=column(11),
-        stage_seconds={s: column(12 + i, float) for i, s in enumerate(STAGES)})
+        per_field, epoch=epoch, loss=sum(per_field["loss"]) / world, val_acc=val_c / max(1, val_n),
+        test_acc=test_c / max(1, test_n), seconds=max(per_field["seconds"]),
+        stage_seconds={s: [r.stage_seconds[s] for r in ranks] for s in STAGES})
 
 
 def _train_run(job: _Job, config: TrainConfig, loader, run_index: int = 0) -> tuple[list[dict[str, Any]], int]:
