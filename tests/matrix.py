@@ -67,6 +67,7 @@ VARIANTS: dict[str, tuple[dict, ...]] = {
 
 # notebook without a dataset parameter -> the scale-up parameter sets its parameters cell advertises
 SCALE_UPS: dict[str, tuple[dict, ...]] = {
+    "chapters/08b_beyond_one_machine.ipynb": ({"num_nodes": 1_000_000, "machine_memory": "1.2GiB"},),
     "chapters/09_outlook.ipynb": ({"scale_nodes": 500_000},),
 }
 

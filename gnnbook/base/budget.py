@@ -3,7 +3,7 @@
 Book: 1.2.1 why GNN training gets large; 1.2.3 the difficulties of distributed training (a graph
 that does not fit one machine's memory).
 
-Used in: no notebook directly.
+Used in: chapters/08b_beyond_one_machine.ipynb.
 
 Each emulated machine of a local DistDGL job (its graph server, trainers and samplers together)
 can run under one :class:`MemoryBudget`: a Linux memory cgroup with a hard limit

@@ -3,7 +3,7 @@
 Book: 5.5.1 collective communication (bytes measured beside the formula).
 
 Used in: chapters/03_distributed_ml.ipynb, chapters/05c_execution_engine.ipynb,
-chapters/06c_sync_and_async_protocols.ipynb.
+chapters/06a_fullgraph_parallelism.ipynb, chapters/06c_sync_and_async_protocols.ipynb.
 
 :class:`Comm` wraps the torch.distributed calls the course uses.  For every
 call it records, per rank, two predictions side by side:

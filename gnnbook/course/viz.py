@@ -2,16 +2,15 @@
 
 Book: none (display helpers).
 
-Used in: chapters/01_introduction.ipynb, chapters/02_gnn_models.ipynb,
-chapters/03_distributed_ml.ipynb, chapters/04_gnn_training.ipynb,
-chapters/05a_minibatch_training_and_sampling.ipynb, chapters/05b_feature_caching.ipynb,
-chapters/05c_execution_engine.ipynb, chapters/05d_communication.ipynb,
+Used in: chapters/01_introduction.ipynb, chapters/02_gnn_models.ipynb, chapters/03_distributed_ml.ipynb,
+chapters/04_gnn_training.ipynb, chapters/05a_minibatch_training_and_sampling.ipynb,
+chapters/05b_feature_caching.ipynb, chapters/05c_execution_engine.ipynb, chapters/05d_communication.ipynb,
 chapters/05e_sampler_accuracy.ipynb, chapters/05f_distributed_cache.ipynb,
 chapters/05g_historical_embeddings.ipynb, chapters/06a_fullgraph_parallelism.ipynb,
 chapters/06b_operator_parallelism.ipynb, chapters/06c_sync_and_async_protocols.ipynb,
-chapters/07_gnn_systems.ipynb, chapters/08_dgl_practice.ipynb, chapters/09_outlook.ipynb,
-labs/lab02_message_passing.ipynb, labs/lab03_collectives.ipynb, labs/lab04_minibatch.ipynb,
-labs/lab05_feature_cache.ipynb, labs/lab05b_historical_embeddings.ipynb,
+chapters/07_gnn_systems.ipynb, chapters/08_dgl_practice.ipynb, chapters/08b_beyond_one_machine.ipynb,
+chapters/09_outlook.ipynb, labs/lab02_message_passing.ipynb, labs/lab03_collectives.ipynb,
+labs/lab04_minibatch.ipynb, labs/lab05_feature_cache.ipynb, labs/lab05b_historical_embeddings.ipynb,
 labs/lab06_halo_exchange.ipynb, labs/lab08_distributed_dgl.ipynb, labs/lab10_recommendation.ipynb,
 labs/lab11_spatiotemporal_index_batching.ipynb, labs/lab12_feature_loading.ipynb.
 

@@ -3,7 +3,7 @@
 Book: 1.2.1 why GNN training gets large (power-law and community graphs); 8.3.4 cluster
 training (``scale``: a graph bigger than one machine's memory budget).
 
-Used in: chapters/09_outlook.ipynb.
+Used in: chapters/08b_beyond_one_machine.ipynb, chapters/09_outlook.ipynb.
 
 Both are a degree-corrected stochastic block model: every node has a class and
 a weight; an edge picks its source in proportion to the weight and, with

@@ -3,7 +3,7 @@
 Book: 1.2.1 why GNN training gets large; 8.3.4 cluster training (a graph bigger than one
 machine's memory, split across machines).
 
-Used in: no notebook directly (benchmarks/scale_table.py, ``make scale``).
+Used in: chapters/08b_beyond_one_machine.ipynb.
 
 Each run partitions the ``scale`` graph (:func:`gnnbook.data.scale_arrays`) into K parts
 (cached), starts K emulated machines (a server and a trainer each) under one memory budget
@@ -24,11 +24,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from ..base.budget import format_gib, parse_bytes
 from .cluster import LocalCluster
 from .config import TrainConfig
 from .launcher import JobFailed
-from .partition_files import PartitionReport, load_partition, open_cached_partition
+from .partition_files import OpenedPartition, PartitionReport, load_partition, open_cached_partition
 
 
 @dataclass
@@ -40,10 +42,13 @@ class MachineRun:
     budget_bytes: int
     graph_bytes: int  # as the partition counts them (graph_bytes)
     held_share: list[float]  # of the graph's bytes, per machine (see held_share)
+    part_bytes: list[int]  # each machine's partition files (part_bytes): what its server loads
     peaks: list[int] = field(default_factory=list)  # measured, per machine
     failure: str | None = None  # the first line of the job's failure: a machine over budget
     seconds_per_epoch: float | None = None
     test_acc: float | None = None
+    steps_per_trainer: int | None = None  # per epoch, the busiest trainer's
+    remote_bytes: int | None = None  # feature bytes one trainer fetched from other machines per epoch (the most)
 
     @property
     def fits(self) -> bool:
@@ -76,6 +81,43 @@ def held_share(report: PartitionReport, num_features: int) -> list[float]:
             for p in report.parts]
 
 
+def part_bytes(partition: OpenedPartition) -> list[int]:
+    """Each part's files on disk: its structure (inner and halo nodes, every edge into an inner node,
+    DGL's id maps) and its inner nodes' data.  This is what a machine's graph server loads, so it is
+    measured, halo included, rather than computed from the counts as :func:`held_share` is."""
+    return [sum(partition.part_file(i, key).stat().st_size for key in ("part_graph", "node_feats", "edge_feats")
+                if partition.config[f"part-{i}"].get(key))
+            for i in range(partition.num_parts)]
+
+
+@dataclass(frozen=True)
+class MemoryModel:
+    """A machine's peak = ``fixed`` (its processes: interpreters, torch, DGL, a minibatch) +
+    ``per_byte`` x its partition's bytes (:func:`part_bytes`).  Fitted by least squares on the
+    machines of runs that trained (:meth:`fit`), then asked about partitions it has not seen.
+
+    Example:
+        >>> model = MemoryModel(fixed=600e6, per_byte=1.1)
+        >>> round(model.predict(100e6) / 1e6)
+        710
+    """
+
+    fixed: float
+    per_byte: float
+
+    @classmethod
+    def fit(cls, runs: list[MachineRun]) -> "MemoryModel":
+        points = [(b, p) for r in runs if r.fits for b, p in zip(r.part_bytes, r.peaks)]
+        if len({b for b, _ in points}) < 2:
+            raise ValueError("fitting the memory model needs machines with at least two partition sizes "
+                             "(runs on two machine counts that trained)")
+        slope, intercept = np.polyfit(*zip(*points), 1)
+        return cls(fixed=float(intercept), per_byte=float(slope))
+
+    def predict(self, bytes_held: float) -> float:
+        return self.fixed + self.per_byte * bytes_held
+
+
 def machine_runs(graph_options: dict[str, Any], machine_counts: list[int], methods: list[str],
                  machine_memory: int | str, epochs: int = 1, batch_size: int = 256,
                  eval_fanouts: tuple[int, int] = (25, 25), deadline_s: float = 1800.0) -> list[MachineRun]:
@@ -91,12 +133,16 @@ def machine_runs(graph_options: dict[str, Any], machine_counts: list[int], metho
             partition = open_cached_partition("scale", k, method if k > 1 else "random", **graph_options)
             report = load_partition(partition)
             num_features = partition.config["gnnbook"]["num_features"]
-            row = MachineRun(k, method, budget, graph_bytes(report, num_features), held_share(report, num_features))
+            row = MachineRun(k, method, budget, graph_bytes(report, num_features), held_share(report, num_features),
+                             part_bytes(partition))
             with LocalCluster(partition, num_trainers=1, machine_memory=budget, deadline_s=deadline_s) as cluster:
                 try:
                     result = cluster.train(TrainConfig(epochs=epochs, batch_size=batch_size,
                                                        eval_fanouts=list(eval_fanouts)))
                     row.seconds_per_epoch, row.test_acc = result["seconds_per_epoch"], result["test_acc"]
+                    per_epoch = result["per_epoch"]
+                    row.steps_per_trainer = max(per_epoch["steps"][0])
+                    row.remote_bytes = max(per_epoch["remote_bytes"][0])
                 except JobFailed as err:
                     row.failure = str(err).split("\n")[0]
                 row.peaks = [r.peak_bytes for r in cluster.started[-1].reports]
