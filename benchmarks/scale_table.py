@@ -4,8 +4,8 @@ Builds the seeded ``scale`` graph (default 2,000,000 nodes, about 1.1 GiB of str
 features; its size is printed first), partitions it with METIS and at random (cached), and
 trains it for one epoch on 1 to 4 emulated machines, a server and a trainer each, every
 machine under the same hard memory budget (a cgroup; without one, peaks are measured and not
-enforced, and the table says so).  Prints, per run, the share of the graph each machine holds
-(from the partition), each machine's measured peak, and whether it trained or which machine
+enforced, and the table says so).  Prints, per run, the size of each machine's partition files
+(what its server loads, halo included), each machine's measured peak, and whether it trained or which machine
 went over its budget.  The machines share this host's cores: time per epoch does not fall here.
 
     make scale                                     # the defaults below

@@ -56,7 +56,7 @@ class MachineRun:
 
     def line(self) -> str:
         peaks = " ".join(format_gib(p) for p in self.peaks) or "-"
-        shares = " ".join(f"{s:.2f}" for s in self.held_share)
+        shares = " ".join(f"{b / 2**20:.0f}" for b in self.part_bytes)
         outcome = (f"trains: {self.seconds_per_epoch:.1f} s/epoch, test acc {self.test_acc:.3f}" if self.fits
                    else f"fails: {self.failure}")
         return f"{self.machines:>2} {self.method:<7} {shares:<24} {peaks:<32} {outcome}"
@@ -153,5 +153,5 @@ def machine_runs(graph_options: dict[str, Any], machine_counts: list[int], metho
 def table(rows: list[MachineRun]) -> str:
     """The runs as plain text, one line each, under a header naming the budget."""
     head = (f"budget {format_gib(rows[0].budget_bytes)} per machine; graph {format_gib(rows[0].graph_bytes)}\n"
-            " K method  share of the graph held  measured peak per machine        outcome")
+            " K method  partition files (MiB)    measured peak per machine        outcome")
     return "\n".join([head, *(r.line() for r in rows)])
