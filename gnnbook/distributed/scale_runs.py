@@ -8,11 +8,12 @@ Used in: chapters/08b_beyond_one_machine.ipynb.
 Each run partitions the ``scale`` graph (:func:`gnnbook.data.scale_arrays`) into K parts
 (cached), starts K emulated machines (a server and a trainer each) under one memory budget
 per machine (:class:`~gnnbook.base.budget.MemoryBudget`), and records every machine's
-measured peak, or the machine that went over.  Beside the measurement stands what the
-partition predicts a machine holds of the graph: its inner nodes' features and node data,
-and the structure of its inner and halo edges (:func:`held_share`).  A machine's peak is
-that share of the graph plus what the processes themselves take (interpreters, DGL, torch),
-which a graph of a few hundred MB does not dwarf: the table shows both.
+measured peak, or the machine that went over.  Beside the measurement stands what its server
+loads, the partition's files (:func:`part_bytes`, halo included).  A machine's peak is about a
+multiple of those bytes plus what the processes themselves take (interpreters, DGL, torch),
+which a graph of a few hundred MB does not dwarf (:class:`MemoryModel` fits both); the table
+shows the files and the peaks.  :func:`held_share` computes a part's share from its counts
+instead, which misses what DGL stores per halo node.
 
 Example:
     >>> rows = machine_runs(dict(num_nodes=300_000), [1, 2], ["metis"], "1.1GiB")  # doctest: +SKIP
@@ -41,7 +42,6 @@ class MachineRun:
     method: str
     budget_bytes: int
     graph_bytes: int  # as the partition counts them (graph_bytes)
-    held_share: list[float]  # of the graph's bytes, per machine (see held_share)
     part_bytes: list[int]  # each machine's partition files (part_bytes): what its server loads
     peaks: list[int] = field(default_factory=list)  # measured, per machine
     failure: str | None = None  # the first line of the job's failure: a machine over budget
@@ -56,10 +56,10 @@ class MachineRun:
 
     def line(self) -> str:
         peaks = " ".join(format_gib(p) for p in self.peaks) or "-"
-        shares = " ".join(f"{b / 2**20:.0f}" for b in self.part_bytes)
+        parts = " ".join(f"{b / 2**20:.0f}" for b in self.part_bytes)
         outcome = (f"trains: {self.seconds_per_epoch:.1f} s/epoch, test acc {self.test_acc:.3f}" if self.fits
                    else f"fails: {self.failure}")
-        return f"{self.machines:>2} {self.method:<7} {shares:<24} {peaks:<32} {outcome}"
+        return f"{self.machines:>2} {self.method:<7} {parts:<24} {peaks:<32} {outcome}"
 
 
 def _node_row_bytes(num_features: int) -> int:
@@ -133,8 +133,7 @@ def machine_runs(graph_options: dict[str, Any], machine_counts: list[int], metho
             partition = open_cached_partition("scale", k, method if k > 1 else "random", **graph_options)
             report = load_partition(partition)
             num_features = partition.config["gnnbook"]["num_features"]
-            row = MachineRun(k, method, budget, graph_bytes(report, num_features), held_share(report, num_features),
-                             part_bytes(partition))
+            row = MachineRun(k, method, budget, graph_bytes(report, num_features), part_bytes(partition))
             with LocalCluster(partition, num_trainers=1, machine_memory=budget, deadline_s=deadline_s) as cluster:
                 try:
                     result = cluster.train(TrainConfig(epochs=epochs, batch_size=batch_size,
