@@ -195,16 +195,21 @@ def test_dist_train_cache_acceptance():
 def test_repeatable_sampling_trains_the_same_model_with_and_without_a_cache(cora_random2):
     """With the servers seeded every epoch (2 machines x 1 trainer), a job with a presample cache
     (whose presampling pass has a loader of its own) and one without draw the same minibatches and
-    neighbours: identical losses and accuracies, so the cache changed nothing but where rows came from."""
+    neighbours: identical losses and accuracies, so the cache changed nothing but where rows came from.
+    The cached job also counts no remote neighbours (--no-neighbour-stats): that changes nothing either,
+    and its result says the fractions were not measured rather than reporting zero."""
     runs = {}
     for policy in ("none", "presample"):
-        config = TrainConfig(epochs=2, cache_policy=policy, repeatable_sampling=True)
+        config = TrainConfig(epochs=2, cache_policy=policy, repeatable_sampling=True,
+                             neighbour_stats=policy == "none")
         with LocalCluster(cora_random2, num_trainers=1, deadline_s=240) as cluster:
             runs[policy] = cluster.train(config)
     plain, cached = runs["none"]["history"], runs["presample"]["history"]
     assert [h["loss"] for h in plain] == [h["loss"] for h in cached]
     assert [h["test_acc"] for h in plain] == [h["test_acc"] for h in cached]
     assert runs["presample"]["cache"]["hits"] > 0
+    assert runs["presample"]["remote_neighbour_fraction"] is None
+    assert 0 < runs["none"]["remote_neighbour_fraction"] < 1
 
 
 def test_repeatable_sampling_refuses_layouts_it_cannot_repeat(cora_random2):
@@ -234,3 +239,23 @@ def test_remote_neighbours_counted_per_node_equal_the_per_edge_definition():
         expected[2] += int((owner_of(src[keep]) != 1).sum())
     assert expected[0] > 0 and 0 < expected[2] < expected[0]
     assert list(count_remote_neighbours(blocks, owner_of, own_part=1)) == expected
+
+
+def test_owner_lookup_agrees_with_the_partition_book(cora_random2):
+    """The trainer's cheap owner lookup (partition starts compared) gives what DGL's partition book gives,
+    for every node, on a real partitioning; an unsorted or gapped book keeps the book's own lookup."""
+    import dgl
+
+    from gnnbook.distributed.stages import owner_lookup
+
+    book = dgl.distributed.load_partition_book(str(cora_random2), 0)[0]
+    ids = torch.arange(2708)
+    assert owner_lookup(book)(ids).tolist() == book.nid2partid(ids).tolist()
+
+    class Gapped:
+        num_partitions = lambda self: 2  # noqa: E731
+        partid2nids = lambda self, p: torch.tensor([0, 2]) if p == 0 else torch.tensor([1, 3])  # noqa: E731
+        nid2partid = lambda self, ids: ids % 2  # noqa: E731
+
+    gapped = Gapped()
+    assert owner_lookup(gapped) == gapped.nid2partid

@@ -61,6 +61,10 @@ class TrainConfig:
     # sage only: False drops out between layers only, as DGL's distributed GraphSAGE example does
     # (benchmarks/bench_scale.py trains that model); --no-input-dropout.
     input_dropout: bool = True
+    # Count each step's sampled neighbours that live on another machine (the result's remote_neighbour_fraction).
+    # It reads every sampled edge: at 1M nodes about 6% of a step.  --no-neighbour-stats leaves it out (fractions
+    # None), for timing the trainer against DGL's example, which counts nothing (benchmarks/bench_scale.py).
+    neighbour_stats: bool = True
     seed: int = 0
     # Train this many times in one job, with seeds seed, seed + 1, ...: the servers and processes start once (a
     # job's start-up, ~25 s on 2 cores, costs more than a Cora run); OGB's example scripts call it --runs.

@@ -73,6 +73,35 @@ def allreduce_gradients(parameters: list[torch.nn.Parameter], world_size: int) -
     return flat.numel() * flat.element_size()
 
 
+def owner_lookup(book) -> Callable[[torch.Tensor], torch.Tensor]:
+    """``book.nid2partid``, made cheap for the per-step counts.  After DGL's partitioning each partition's nodes
+    are one contiguous range of new ids, so a node's owner is the number of partition starts at or below it:
+    K - 1 comparisons (K small) instead of the book's numpy search and copies.  Any other book (a range that
+    is not contiguous) keeps its own lookup.
+
+    Example:
+        >>> class Book:  # two partitions: ids 0-2 and 3-4
+        ...     num_partitions = lambda self: 2
+        ...     partid2nids = lambda self, p: torch.arange(3) if p == 0 else torch.arange(3, 5)
+        >>> owner_lookup(Book())(torch.tensor([4, 0, 3])).tolist()
+        [1, 0, 1]
+    """
+    ranges = [book.partid2nids(p) for p in range(book.num_partitions())]
+    starts = [int(r.min()) if len(r) else None for r in ranges]
+    contiguous = all(len(r) and int(r.max()) - int(r.min()) + 1 == len(r) for r in ranges) and starts == sorted(starts)
+    if not contiguous or starts[0] != 0 or len(ranges) > 16:
+        return book.nid2partid
+    bounds = starts[1:]
+
+    def owner_of(ids: torch.Tensor) -> torch.Tensor:
+        owner = torch.zeros(len(ids), dtype=torch.int8)
+        for start in bounds:
+            owner += ids >= start
+        return owner
+
+    return owner_of
+
+
 def count_remote_neighbours(blocks, owner_of: Callable[[torch.Tensor], torch.Tensor],
                             own_part: int) -> tuple[int, int, int]:
     """(sampled neighbours, those on another machine than the node that sampled
@@ -88,11 +117,12 @@ def count_remote_neighbours(blocks, owner_of: Callable[[torch.Tensor], torch.Ten
     sampled = crossing = remote = 0
     for block in blocks:
         src, dst = block.edges()
-        src_nid, dst_nid = block.srcdata[dgl.NID], block.dstdata[dgl.NID]
-        # Owners looked up once per node, then read per edge (a block has 10-25x more edges than nodes);
-        # self-loops subtracted rather than masked out, which would copy every edge array.
-        src_owner, dst_owner = owner_of(src_nid)[src], owner_of(dst_nid)[dst]
-        loop, away = src_nid[src] == dst_nid[dst], src_owner != own_part
+        # A block's destination nodes are the first of its source nodes (DGL's to_block), so one owner lookup per
+        # source node serves both ends, and an edge is a self-loop exactly when src == dst.  Owners as int8: the
+        # per-edge reads move an eighth of the bytes (a block has 10-25x more edges than nodes).
+        owner = owner_of(block.srcdata[dgl.NID]).to(torch.int8)
+        src_owner, dst_owner = owner[src], owner[dst]
+        loop, away = src == dst, src_owner != own_part
         sampled += len(src) - int(loop.sum())
         crossing += int((src_owner != dst_owner).sum())  # a self-loop's two ends have one owner
         remote += int(away.sum()) - int((loop & away).sum())

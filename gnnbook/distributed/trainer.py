@@ -79,7 +79,7 @@ from .feature_cache import FeatureCache, cache_capacity, presample_counts, remot
 from .partition_files import OpenedPartition, open_partition
 from .progress import format_epoch_line
 from .repeatable import check_repeatable, seed_own_sampling, seed_remote_servers
-from .stages import STAGES, StageClock, allreduce_gradients, count_remote_neighbours
+from .stages import STAGES, StageClock, allreduce_gradients, count_remote_neighbours, owner_lookup
 
 __all__ = ["load_checkpoint", "main", "run", "train_standalone"]
 
@@ -166,7 +166,7 @@ def _feature_cache(g, book, feat_key: str, new_loader, config: TrainConfig, rank
             # training loader would change every later epoch's minibatches.
             scores = presample_counts(new_loader(), num_nodes)[candidates]
         chosen = select_cached_nodes(candidates, scores, cache_capacity(config.cache_fraction, num_nodes))
-    return FeatureCache(g.ndata[feat_key], book.nid2partid, own, chosen, num_nodes)
+    return FeatureCache(g.ndata[feat_key], owner_lookup(book), own, chosen, num_nodes)
 
 
 def _measurements(history: list[dict[str, Any]], start_epoch: int, config: TrainConfig, cache: FeatureCache,
@@ -181,9 +181,10 @@ def _measurements(history: list[dict[str, Any]], start_epoch: int, config: Train
     hits, misses = (sum(map(sum, per_epoch[k])) for k in ("cache_hits", "remote_rows"))
     sampled, crossing, remote = (sum(map(sum, per_epoch[k])) for k in
                                  ("sampled_neighbours", "remote_neighbours", "trainer_remote_neighbours"))
+    counted = config.neighbour_stats  # else the counts are zeros, not measurements: no fractions
     return dict(
-        per_epoch=per_epoch, remote_neighbour_fraction=crossing / max(1, sampled),
-        trainer_remote_neighbour_fraction=remote / max(1, sampled),
+        per_epoch=per_epoch, remote_neighbour_fraction=crossing / max(1, sampled) if counted else None,
+        trainer_remote_neighbour_fraction=remote / max(1, sampled) if counted else None,
         cache=dict(policy=config.cache_policy, fraction=config.cache_fraction, rows_per_trainer=cached_rows,
                    row_bytes=cache.row_bytes, fill_bytes_per_trainer=[r * cache.row_bytes for r in cached_rows],
                    hits=hits, misses=misses, hit_rate=hits / max(1, hits + misses),
@@ -283,8 +284,9 @@ def _train_epoch(job: _Job, model, optimizer, loader, config: TrainConfig, epoch
             optimizer.step()
         loss_sum += float(loss)
         steps += 1
-        neighbours = [a + b for a, b in zip(neighbours, count_remote_neighbours(blocks, job.book.nid2partid,
-                                                                                 job.book.partid))]
+        if config.neighbour_stats:
+            counted = count_remote_neighbours(blocks, cache.owner_of, job.book.partid)
+            neighbours = [a + b for a, b in zip(neighbours, counted)]
         step_seconds += time.perf_counter() - step_start
         if config.verify_cache:  # after the step's clock: a second fetch of every row, from the servers
             mismatched += int((~(features == g.ndata[job.feat_key][input_nodes]).all(dim=1)).sum())
