@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from gnnbook.course.claims import read_claims
+from gnnbook.course.claims import NOT_HERE, read_claims
 from matrix import MATRIX, ROOT, VARIANTS, run_notebook  # tests/ is on sys.path under pytest
 
 ALTERNATIVES = [
@@ -86,7 +86,7 @@ def test_notebook_with_another_dataset(notebook, parameters, tmp_path):
     run = run_notebook(notebook, parameters, tmp_path)
     assert run.holds, f"{notebook} with {parameters}: {run.detail}"
     results = read_claims(next(tmp_path.glob("*.json")))
-    assert all(claim["holds"] for claim in results["claims"]), results["claims"]
+    assert all(claim["holds"] in (True, NOT_HERE) for claim in results["claims"]), results["claims"]
     if notebook.startswith("chapters/02"):
         # chapter 2's reproduction numbers, read back (top level or under "measured")
         assert _measured(results, "dataset") == "citeseer"

@@ -45,6 +45,12 @@ A row also says what the source states (``published``), what this run measured
 itself stays an ``assert`` in the notebook, on the same condition that is passed
 as ``holds``.
 
+Some statements only hold on hardware this run may not have (a two-stage pipeline
+needs a free core per stage).  When a measurement of this run shows the condition
+was not met, :meth:`Claims.not_here` records the claim with ``holds`` =
+:data:`NOT_HERE` and the measured reason, instead of asserting a weaker thing: the
+claim is neither counted as holding nor as failing, and every table shows why.
+
 Example:
     >>> claims = Claims("02_gnn_models")
     >>> ok = claims.add("GCN on Cora", kind="paper", source="kipf2017gcn, table 2",
@@ -61,6 +67,7 @@ from pathlib import Path
 from typing import Any
 
 FIELDS = ("claim", "kind", "source", "published", "measured", "holds")
+NOT_HERE = "not here"  # ``holds`` of a claim whose condition this run measured as unmet (Claims.not_here)
 KINDS = ("paper", "model", "measurement", "target")
 # sources that are not a paper: the course's own model, its own measurements, a lab's target
 OWN_SOURCES = ("our model", "our measurement", "lab target")
@@ -85,6 +92,23 @@ class Claims:
     def add(self, claim: str, *, kind: str, source: str, published: str, measured: str, holds: bool) -> bool:
         """Record one claim; returns ``holds`` so that a notebook can write
         ``assert claims.add(..., holds=cond), message``."""
+        self._check(kind, source)
+        self.rows.append({"claim": claim, "kind": kind, "source": source, "published": str(published),
+                          "measured": str(measured), "holds": bool(holds)})
+        return bool(holds)
+
+    def not_here(self, claim: str, *, kind: str, source: str, published: str, measured: str, because: str) -> None:
+        """Record a claim that this run cannot test, ``because`` (a measured reason: "the stages shared the
+        cores: other processes held 0.9 of 2"); its ``holds`` is :data:`NOT_HERE` and its ``measured``
+        ends with the reason.  The notebook says so in its text as well."""
+        self._check(kind, source)
+        if not because.strip():
+            raise ValueError("a claim that does not hold here needs its measured reason (because=...)")
+        self.rows.append({"claim": claim, "kind": kind, "source": source, "published": str(published),
+                          "measured": f"{measured}; does not hold here, because {because}", "holds": NOT_HERE})
+
+    @staticmethod
+    def _check(kind: str, source: str) -> None:
         if kind not in KINDS:
             raise ValueError(f"kind must be one of {KINDS}, not {kind!r}")
         if kind == "paper" and source_key(source) is None:
@@ -92,9 +116,6 @@ class Claims:
                              f"not {source!r}")
         if kind != "paper" and not source.startswith(OWN_SOURCES) and source_key(source) is None:
             raise ValueError(f"source {source!r}: a references.bib key, or one of {OWN_SOURCES}")
-        self.rows.append({"claim": claim, "kind": kind, "source": source, "published": str(published),
-                          "measured": str(measured), "holds": bool(holds)})
-        return bool(holds)
 
     def table(self):
         """The claims as a pandas DataFrame (one row per claim)."""

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .claims import read_claims, write_json_atomic
+from .claims import NOT_HERE, read_claims, write_json_atomic
 
 SUMMARY = "claims.json"
 COLUMNS = ("notebook", "claim", "kind", "source", "published", "measured", "holds", "seconds")
@@ -108,7 +108,7 @@ def run_course(notebooks: list[Path], out: Path, **options: Any) -> list[Noteboo
 def claims_table(rows: list[dict[str, Any]], markdown: bool = False) -> str:
     """The course's claims as one text (or Markdown) table."""
     def mark(holds: Any) -> str:
-        return "-" if holds is None else ("yes" if holds else "NO")
+        return "-" if holds is None else NOT_HERE if holds == NOT_HERE else ("yes" if holds else "NO")
 
     cells = [[str(r["notebook"]), str(r["claim"]), str(r.get("kind", "")), str(r["source"]), str(r["published"]),
               str(r["measured"]), mark(r["holds"]), f"{r['seconds']:.0f} s"] for r in rows]
@@ -132,13 +132,15 @@ def report(runs: list[NotebookRun]) -> tuple[str, bool]:
     rows = [row for run in runs for row in run.rows()]
     failed = [run.notebook for run in runs if run.error]
     broken = [f"{r['notebook']}: {r['claim']}" for r in rows if r["holds"] is False and r["notebook"] not in failed]
+    untested = [r for r in rows if r["holds"] == NOT_HERE]
     lines = [claims_table(rows), ""]
     total = sum(run.seconds for run in runs)
     kinds = Counter(c.get("kind") or "?" for run in runs for c in run.claims)
     by_kind = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
     lines.append(f"{len(runs)} notebook(s) in {total:.0f} s; {sum(len(r.claims) for r in runs)} claim(s)"
                  f"{f' ({by_kind})' if by_kind else ''}; "
-                 f"{len(failed)} notebook(s) failed; {len(broken)} claim(s) do not hold.")
+                 f"{len(failed)} notebook(s) failed; {len(broken)} claim(s) do not hold"
+                 + (f"; {len(untested)} cannot be tested on this machine (each row says why)" if untested else "") + ".")
     for name in failed:
         lines.append(f"  failed: {name} (executed copy: {next(r.executed for r in runs if r.notebook == name)})")
     lines += [f"  does not hold: {b}" for b in broken]
