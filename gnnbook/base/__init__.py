@@ -7,8 +7,9 @@ what every chapter's real processes and measured claims stand on).
 - ``launch`` / ``worker``: a function run in N real ranks joined by torch.distributed (gloo);
 - ``memory``: peak memory of a block of code; ``budget``: a hard memory limit for a group of processes
   (a memory cgroup) and its measured peak; ``wire``: bytes measured on this process's TCP sockets;
+  ``cpu_share``: the cores other processes held while a block ran;
 - ``seeding``: one seed for everything, DGL's sampler on one thread; ``errors``: ``UserError``;
   ``env``: the installed versions against the course's pins.
 """
 
-__all__ = ["budget", "env", "errors", "launch", "memory", "private_net", "procs", "reaper", "seeding", "wire", "worker"]
+__all__ = ["budget", "cpu_share", "env", "errors", "launch", "memory", "private_net", "procs", "reaper", "seeding", "wire", "worker"]
