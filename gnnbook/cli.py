@@ -121,15 +121,14 @@ def datasets_markdown() -> str:
 def _train(args: argparse.Namespace) -> int:
     from .base.env import check_device
     from .data import load_dataset
-    from .training.train import summarize, train_over_seeds
+    from .training.train import Optim, summarize, train_over_seeds
 
     if args.seeds < 1:
         raise UserError("--seeds must be at least 1.")
     check_device(args.device)  # before any work: PyPI's DGL is a CPU build
     graph = load_dataset(args.dataset)
-    options = {} if args.epochs is None else {"epochs": args.epochs}
-    results = train_over_seeds(graph, args.model, args.seeds, progress=not args.no_progress,
-                               device=args.device, **options)
+    results = train_over_seeds(graph, args.model, args.seeds, Optim(epochs=args.epochs), progress=not args.no_progress,
+                               device=args.device)
     summary = {"dataset": args.dataset, **summarize(results)}
     if args.json:
         print(json.dumps(summary))

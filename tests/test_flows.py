@@ -12,8 +12,8 @@ from gnnbook.data import load_dataset
 from gnnbook.distributed import emulation
 from gnnbook.training.flows import FlowComparison, compare_flows
 from gnnbook.distributed.leftovers import leftovers, own_job_prefix
-from gnnbook.training.minibatch import full_graph_boundary, minibatch_step, train_minibatch
-from gnnbook.training.train import TrainResult
+from gnnbook.training.minibatch import Batches, full_graph_boundary, minibatch_step, train_minibatch
+from gnnbook.training.train import Optim, TrainResult
 
 
 def _result(test_acc, best_epoch, epochs_run):
@@ -43,7 +43,7 @@ def test_train_minibatch_uses_the_given_step():
         calls.append(1)
         return minibatch_step(*args)
 
-    result = train_minibatch(graph, "sage", fanouts=[3, 3], batch_size=1000, epochs=2, patience=5,
+    result = train_minibatch(graph, "sage", Optim(epochs=2, patience=5), Batches([3, 3], 1000),
                              step=counting_step, progress=False)
     assert len(calls) == result.epochs_run == 2  # one minibatch per epoch: all training nodes fit
 

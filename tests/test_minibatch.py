@@ -12,6 +12,7 @@ import torch.nn.functional as F
 
 from gnnbook.data import load_dataset
 from gnnbook.training.minibatch import (
+    Batches,
     check_fanouts,
     dependency_counts,
     feature_fetch_counts,
@@ -24,7 +25,7 @@ from gnnbook.training.minibatch import (
 from gnnbook.base.memory import release_free_memory
 from gnnbook.models import build_model
 from gnnbook.base.seeding import set_seed
-from gnnbook.training.train import TrainResult, model_input, prepare_graph, train_node_classifier
+from gnnbook.training.train import Optim, TrainResult, model_input, prepare_graph, train_node_classifier
 
 
 @pytest.fixture(scope="module")
@@ -34,7 +35,7 @@ def cora():
 
 @pytest.mark.timeout(60)
 def test_sage_minibatch_reaches_published_range_on_cora(cora):
-    result = train_minibatch(cora, "sage", seed=0, fanouts=(10, 10), batch_size=64, epochs=20, patience=10,
+    result = train_minibatch(cora, "sage", Optim(0, epochs=20, patience=10), Batches((10, 10), 64),
                              progress=False)
     assert isinstance(result, TrainResult)
     assert result.test_acc > 0.75, f"GraphSAGE minibatch on Cora reached only {result.test_acc:.3f}"
@@ -44,7 +45,7 @@ def test_sage_minibatch_reaches_published_range_on_cora(cora):
 
 @pytest.mark.timeout(60)
 def test_same_seed_same_run_other_seed_other_run(cora):
-    runs = [train_minibatch(cora, "sage", seed=s, fanouts=(5, 5), batch_size=64, epochs=3, patience=3,
+    runs = [train_minibatch(cora, "sage", Optim(s, epochs=3, patience=3), Batches((5, 5), 64),
                             progress=False) for s in (3, 3, 4)]
     assert runs[0].test_acc == runs[1].test_acc
     assert [h["loss"] for h in runs[0].history] == [h["loss"] for h in runs[1].history]
@@ -74,11 +75,11 @@ def test_minibatch_peak_memory_stays_flat_as_the_graph_grows():
         g = load_dataset("powerlaw", num_nodes=n, avg_degree=10, num_features=32)
         gc.collect()
         release_free_memory()
-        peaks[n] = train_minibatch(g, "sage", fanouts=(5, 5), batch_size=64, epochs=1, max_batches_per_epoch=4,
+        peaks[n] = train_minibatch(g, "sage", Optim(epochs=1), Batches((5, 5), 64, max_per_epoch=4),
                                    progress=False).peak_memory_bytes
         gc.collect()
         release_free_memory()
-        full_peaks[n] = train_node_classifier(g, "sage", epochs=1, patience=1, progress=False).peak_memory_bytes
+        full_peaks[n] = train_node_classifier(g, "sage", Optim(epochs=1, patience=1), progress=False).peak_memory_bytes
     assert peaks[80_000] < 2 * peaks[10_000] + 4e6, f"minibatch peak grew with the graph: {peaks}"
     assert full_peaks[80_000] > 4 * full_peaks[10_000] / 2, f"full-graph peak did not grow: {full_peaks}"
     assert full_peaks[80_000] > 5 * peaks[80_000], (full_peaks, peaks)
@@ -124,7 +125,7 @@ def test_every_model_trains_one_step_on_blocks(cora, name):
 
 def test_fanouts_must_match_layers(cora):
     with pytest.raises(ValueError, match="one fanout per layer"):
-        train_minibatch(cora, "sage", fanouts=[10], epochs=1, progress=False)
+        train_minibatch(cora, "sage", Optim(epochs=1), Batches([10]), progress=False)
     with pytest.raises(ValueError, match="positive"):
         check_fanouts([0, 5], 2)
     assert check_fanouts((-1, 3), 2) == [-1, 3]

@@ -5,7 +5,8 @@ import pytest
 import torch
 
 from gnnbook.data import load_dataset
-from gnnbook.training.minibatch import train_minibatch
+from gnnbook.training.minibatch import Batches, train_minibatch
+from gnnbook.training.train import Optim
 from gnnbook.graph.neighbourhood import full_receptive_field
 from gnnbook.ch5_minibatch.sampling import SAMPLERS, make_loader, make_sampler, sampled_isolation, sampler_loader
 from gnnbook.base.seeding import set_seed
@@ -107,8 +108,9 @@ def test_cluster_gcn_leaves_no_cache_file(cora, tmp_path, monkeypatch):
 @pytest.mark.parametrize("name", ["ladies", "cluster-gcn"])
 def test_training_through_a_sampler_learns_and_repeats(name):
     graph = load_dataset("cora")
-    run = lambda: train_minibatch(graph, "gcn", seed=0, batch_size=32, epochs=6, patience=6, progress=False,
-                                  loader=sampler_loader(name, 2, 32, **OPTIONS[name]))
+    run = lambda: train_minibatch(graph, "gcn", Optim(0, epochs=6, patience=6),
+                                  Batches(batch_size=32, loader=sampler_loader(name, 2, 32, **OPTIONS[name])),
+                                  progress=False)
     first, second = run(), run()
     assert first.test_acc == second.test_acc
     assert first.test_acc > 0.3  # 7 classes: chance is ~0.14

@@ -9,6 +9,7 @@ from gnnbook.training.train import (
     BestEpoch,
     accuracy,
     epoch_metrics,
+    Optim,
     fit_node_classifier,
     model_input,
     prepare_graph,
@@ -27,8 +28,8 @@ def cora():
 
 
 def test_gcn_on_cora_learns_and_repeats(cora):
-    a = train_node_classifier(cora, "gcn", seed=1, progress=False)
-    b = train_node_classifier(cora, "gcn", seed=1, progress=False)
+    a = train_node_classifier(cora, "gcn", Optim(seed=1), progress=False)
+    b = train_node_classifier(cora, "gcn", Optim(seed=1), progress=False)
     assert a.test_acc >= 0.79
     assert a.test_acc == b.test_acc and a.best_epoch == b.best_epoch, "same seed, same run"
     assert 0 < a.seconds_per_epoch < 1
@@ -36,7 +37,7 @@ def test_gcn_on_cora_learns_and_repeats(cora):
 
 
 def test_early_stopping_stops_after_patience(cora):
-    r = train_node_classifier(cora, "gcn", seed=0, epochs=400, patience=5, progress=False)
+    r = train_node_classifier(cora, "gcn", Optim(0, epochs=400, patience=5), progress=False)
     assert r.epochs_run < 400 and r.epochs_run - 1 - r.best_epoch == 5
 
 
@@ -56,9 +57,9 @@ def test_best_epoch_picks_accuracy_then_loss_and_keeps_a_copy_of_those_weights()
 
 
 def test_fit_returns_the_model_of_the_best_epoch_not_the_last(cora):
-    model, result = fit_node_classifier(cora, "gcn", seed=0, epochs=400, patience=5, progress=False)
+    model, result = fit_node_classifier(cora, "gcn", Optim(0, epochs=400, patience=5), progress=False)
     assert not model.training, "the returned model is in eval mode"
-    assert result.test_acc == train_node_classifier(cora, "gcn", seed=0, epochs=400, patience=5,
+    assert result.test_acc == train_node_classifier(cora, "gcn", Optim(0, epochs=400, patience=5),
                                                     progress=False).test_acc
     best, last = result.history[result.best_epoch], result.history[-1]
     assert (last["val_acc"], -last["val_loss"]) < (best["val_acc"], -best["val_loss"]), "restoring must matter"
@@ -73,7 +74,7 @@ def test_fit_returns_the_model_of_the_best_epoch_not_the_last(cora):
 
 
 def test_summary_over_seeds(cora):
-    results = train_over_seeds(cora, "sage", seeds=[0, 1], epochs=30, progress=False)
+    results = train_over_seeds(cora, "sage", seeds=[0, 1], optim=Optim(epochs=30), progress=False)
     s = summarize(results)
     assert s["seeds"] == [0, 1] and len(s["test_acc"]) == 2
     assert np.isclose(s["test_acc_mean"], np.mean(s["test_acc"]))

@@ -56,7 +56,8 @@ import torch.nn.functional as F
 from ..base.memory import PeakMemory
 from ..base.seeding import set_seed
 from ..graph.normalisation import gcn_edge_weights
-from ..training.train import BestEpoch, accuracy, epoch_metrics, model_input, prepare_graph, train_node_classifier, training_settings
+from ..training.train import (BestEpoch, Optim, accuracy, epoch_metrics, model_input, prepare_graph,
+                              train_node_classifier, training_settings)
 from ..models import build_model
 
 METHODS = ("full", "gas", "cluster_gcn")
@@ -320,8 +321,9 @@ def train(graph: dgl.DGLGraph, method: str = "gas", seed: int = 0, num_parts: in
     check_batching(num_parts, clusters_per_batch, graph.num_nodes())
     settings = training_settings("gcn", epochs=epochs, patience=patience, lr=lr, weight_decay=weight_decay)
     if method == "full":
-        r = train_node_classifier(graph, "gcn", seed=seed, progress=False, **{k: settings[k] for k in
-                                  ("epochs", "patience", "lr", "weight_decay")})
+        r = train_node_classifier(graph, "gcn", Optim(seed, **{k: settings[k] for k in
+                                                           ("epochs", "patience", "lr", "weight_decay")}),
+                                  progress=False)
         return HistoryResult("full", seed, r.test_acc, r.val_acc, r.best_epoch, r.epochs_run,
                              r.seconds_per_epoch, 1)
     setup = setup or build_setup(graph, num_parts, clusters_per_batch, seed=seed)

@@ -331,10 +331,11 @@ def sampler_loader(name: str, num_layers: int, batch_size: int, **options: Any) 
     :func:`make_loader` from the prepared graph and its training nodes.
 
     Example:
-        >>> from gnnbook.training.minibatch import train_minibatch
+        >>> from gnnbook.training.minibatch import Batches, train_minibatch
+        >>> from gnnbook.training.train import Optim
         >>> from gnnbook.data import load_dataset
-        >>> r = train_minibatch(load_dataset("cora"), "gcn", batch_size=64, epochs=2,
-        ...                     loader=sampler_loader("ladies", 2, 64, budget=256))   # doctest: +SKIP
+        >>> r = train_minibatch(load_dataset("cora"), "gcn", Optim(epochs=2),
+        ...                     Batches(batch_size=64, loader=sampler_loader("ladies", 2, 64, budget=256)))  # doctest: +SKIP
     """
     _options(name, options)  # fail before training starts
     return lambda graph, train_nodes: make_loader(name, graph, train_nodes, num_layers, batch_size, **options)
@@ -434,8 +435,8 @@ def compare_samplers(graph: dgl.DGLGraph, samplers: dict[str, dict[str, Any]], s
         ['full-graph', 'ladies']
     """
     from ..training.flows import FLOW_DEFAULTS
-    from ..training.minibatch import model_layers, train_minibatch
-    from ..training.train import train_node_classifier
+    from ..training.minibatch import Batches, model_layers, train_minibatch
+    from ..training.train import Optim, train_node_classifier
 
     settings = {**FLOW_DEFAULTS, **budget}
     num_layers = model_layers(model_name, {})
@@ -443,11 +444,11 @@ def compare_samplers(graph: dgl.DGLGraph, samplers: dict[str, dict[str, Any]], s
                for name, options in samplers.items()}
     runs: dict[str, list] = {}
     if full_graph:
-        runs["full-graph"] = [train_node_classifier(graph, model_name, seed=s, epochs=settings["full_epochs"],
-                                                    patience=settings["full_patience"], progress=progress)
-                              for s in seeds]
+        runs["full-graph"] = [train_node_classifier(graph, model_name, Optim(s, epochs=settings["full_epochs"],
+                                                                          patience=settings["full_patience"]),
+                                                    progress=progress) for s in seeds]
     for name, loader in loaders.items():
-        runs[name] = [train_minibatch(graph, model_name, seed=s, batch_size=batch_size, epochs=settings["mb_epochs"],
-                                      patience=settings["mb_patience"], lr=settings["mb_lr"], progress=progress,
-                                      loader=loader) for s in seeds]
+        runs[name] = [train_minibatch(graph, model_name, Optim(s, lr=settings["mb_lr"], epochs=settings["mb_epochs"],
+                                                               patience=settings["mb_patience"]),
+                                      Batches(batch_size=batch_size, loader=loader), progress=progress) for s in seeds]
     return runs

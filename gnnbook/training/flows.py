@@ -28,8 +28,8 @@ import dgl
 import numpy as np
 
 from ..base.memory import release_free_memory
-from .minibatch import train_minibatch
-from .train import MINIBATCH_LR, TrainResult, train_node_classifier
+from .minibatch import Batches, train_minibatch
+from .train import MINIBATCH_LR, Optim, TrainResult, train_node_classifier
 
 # Epoch budgets are upper bounds: a run ends `patience` epochs after its best
 # validation epoch.  A minibatch epoch makes ceil(train nodes / batch) updates,
@@ -99,13 +99,13 @@ def compare_flows(graph: dgl.DGLGraph, model_name: str = "sage", seeds: Sequence
     for seed in seeds:
         gc.collect()
         release_free_memory()  # each run's peak starts from the live set
-        full.append(train_node_classifier(graph, model_name, seed=seed, epochs=budget["full_epochs"],
-                                          patience=budget["full_patience"], device=device, progress=progress,
-                                          **model_options))
+        full.append(train_node_classifier(graph, model_name, Optim(seed, epochs=budget["full_epochs"],
+                                                                    patience=budget["full_patience"]),
+                                          device=device, progress=progress, **model_options))
         gc.collect()
         release_free_memory()
-        minibatch.append(train_minibatch(graph, model_name, seed=seed, fanouts=fanouts, batch_size=batch_size,
-                                         epochs=budget["mb_epochs"], patience=budget["mb_patience"],
-                                         lr=budget["mb_lr"], device=device,
-                                         progress=progress, **model_options))
+        minibatch.append(train_minibatch(graph, model_name, Optim(seed, lr=budget["mb_lr"], epochs=budget["mb_epochs"],
+                                                                  patience=budget["mb_patience"]),
+                                         Batches(fanouts, batch_size), device=device, progress=progress,
+                                         **model_options))
     return FlowComparison(full, minibatch, (budget["full_patience"], budget["mb_patience"]))

@@ -16,14 +16,15 @@ compute the loss on the seed nodes only.
 
 Example:
     >>> from gnnbook.data import load_dataset
-    >>> result = train_minibatch(load_dataset("cora"), "sage", fanouts=(10, 10), seed=0)  # doctest: +SKIP
-    >>> result.test_acc > 0.75                                                         # doctest: +SKIP
+    >>> result = train_minibatch(load_dataset("cora"), "sage", Optim(seed=0), Batches([10, 10]))  # doctest: +SKIP
+    >>> result.test_acc > 0.75                                                                   # doctest: +SKIP
     True
 """
 from __future__ import annotations
 
 import time
 import warnings
+from dataclasses import asdict, dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 import dgl
@@ -35,7 +36,7 @@ from tqdm.auto import tqdm
 from ..base.memory import PeakMemory, release_free_memory
 from ..models import MODEL_DEFAULTS, build_model
 from ..base.seeding import set_seed
-from .train import BestEpoch, TrainResult, accuracy, epoch_metrics, model_input, prepare_graph, training_settings
+from .train import BestEpoch, Optim, TrainResult, accuracy, epoch_metrics, model_input, prepare_graph
 
 # DGL suggests CPU affinity for its worker processes on every epoch; we use none.
 warnings.filterwarnings("ignore", message="Dataloader CPU affinity opt is not enabled")
@@ -141,48 +142,53 @@ def minibatch_step(model: torch.nn.Module, optimizer: torch.optim.Optimizer, fea
     return float(loss)
 
 
-def train_minibatch(
-    graph: dgl.DGLGraph,
-    model_name: str = "sage",
-    seed: int = 0,
-    fanouts: Sequence[int] = (10, 10),
-    batch_size: int | None = None,
-    epochs: int | None = None,
-    patience: int | None = None,
-    lr: float | None = None,
-    weight_decay: float | None = None,
-    max_batches_per_epoch: int | None = None,
-    device: str = "cpu",
-    progress: bool = True,
-    step: Callable[..., float] | None = None,
-    loader: Callable[[dgl.DGLGraph, torch.Tensor], Iterable] | None = None,
-    **model_options: Any,
-) -> TrainResult:
-    """Train ``model_name`` on sampled minibatches of ``graph``'s training nodes.
+@dataclass(frozen=True)
+class Batches:
+    """How a minibatch loop batches an epoch: ``fanouts`` neighbours per layer, ``batch_size`` seed nodes per
+    step (None: :data:`MINIBATCH_DEFAULTS`), at most ``max_per_epoch`` steps an epoch (None: all of them, a
+    count to measure a few steps of a large graph).  ``loader`` replaces the neighbour sampler: called with the
+    prepared graph and its training nodes (after seeding), it returns the epoch's minibatches
+    ``(input_nodes, output_nodes, blocks)`` (``fanouts`` is then unused; see :mod:`gnnbook.ch5_minibatch.sampling`).
+
+    Example:
+        >>> Batches([5, 5], 32).batch_size, Batches().fanouts
+        (32, (10, 10))
+    """
+
+    fanouts: Sequence[int] = (10, 10)
+    batch_size: int | None = None
+    max_per_epoch: int | None = None
+    loader: Callable[[dgl.DGLGraph, torch.Tensor], Iterable] | None = None
+
+
+def train_minibatch(graph: dgl.DGLGraph, model_name: str = "sage", optim: Optim | None = None,
+                    batches: Batches | None = None, device: str = "cpu", progress: bool = True,
+                    step: Callable[..., float] | None = None, **model_options: Any) -> TrainResult:
+    """Train ``model_name`` on sampled minibatches of ``graph``'s training nodes, with ``optim`` (None
+    values: the model's :data:`gnnbook.training.train.TRAIN_DEFAULTS`, epochs and patience from
+    :data:`MINIBATCH_DEFAULTS`), batched as ``batches`` says.
 
     Same record as :func:`gnnbook.training.train.train_node_classifier`: the weights of
     the epoch with the best validation accuracy are kept and their test
     accuracy reported; evaluation is full-neighbour inference on the whole
     graph.  ``seconds_per_epoch`` and ``peak_memory_bytes`` cover the training
     steps only (sampling, feature gather, forward, backward, update), which is
-    what a minibatch system keeps small; ``max_batches_per_epoch`` caps the
-    steps per epoch (to measure a few steps of a large graph).  ``step`` replaces
-    :func:`minibatch_step` (same arguments), e.g. a lab's own step.  ``loader``
-    replaces the neighbour sampler: called with the prepared graph and its
-    training nodes (after seeding), it returns the epoch's minibatches
-    ``(input_nodes, output_nodes, blocks)`` (``fanouts`` is then unused; see
-    :mod:`gnnbook.ch5_minibatch.sampling`); a minibatch without output nodes is skipped.
+    what a minibatch system keeps small.  ``step`` replaces
+    :func:`minibatch_step` (same arguments), e.g. a lab's own step; a minibatch
+    without output nodes is skipped.
 
     Example:
         >>> from gnnbook.data import load_dataset
-        >>> r = train_minibatch(load_dataset("cora"), "gcn", fanouts=[5, 5], epochs=5)  # doctest: +SKIP
-        >>> r.epochs_run                                                                # doctest: +SKIP
+        >>> r = train_minibatch(load_dataset("cora"), "gcn", Optim(epochs=5), Batches([5, 5]))  # doctest: +SKIP
+        >>> r.epochs_run                                                                        # doctest: +SKIP
         5
     """
-    settings = training_settings(model_name, lr=lr, weight_decay=weight_decay,
-                                 epochs=MINIBATCH_DEFAULTS["epochs"] if epochs is None else epochs,
-                                 patience=MINIBATCH_DEFAULTS["patience"] if patience is None else patience)
-    batch_size = MINIBATCH_DEFAULTS["batch_size"] if batch_size is None else batch_size
+    optim = (optim or Optim()).resolved(model_name, epochs=MINIBATCH_DEFAULTS["epochs"],
+                                        patience=MINIBATCH_DEFAULTS["patience"])
+    seed, settings = optim.seed, asdict(optim)
+    batches = batches or Batches()
+    fanouts, loader, max_batches_per_epoch = batches.fanouts, batches.loader, batches.max_per_epoch
+    batch_size = MINIBATCH_DEFAULTS["batch_size"] if batches.batch_size is None else batches.batch_size
     take_step = minibatch_step if step is None else step
     if loader is None:
         fanouts = check_fanouts(fanouts, model_layers(model_name, model_options))

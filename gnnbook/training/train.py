@@ -10,7 +10,7 @@ labs/lab02_message_passing.ipynb, labs/lab05b_historical_embeddings.ipynb.
 
 Example:
     >>> from gnnbook.data import load_dataset
-    >>> result = train_node_classifier(load_dataset("cora"), "gcn", seed=0)  # doctest: +SKIP
+    >>> result = train_node_classifier(load_dataset("cora"), "gcn", Optim(seed=0))  # doctest: +SKIP
     >>> round(result.test_acc, 2)                                          # doctest: +SKIP
     0.81
 """
@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import copy
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import dgl
@@ -139,6 +139,37 @@ class BestEpoch:
         return epoch - self.epoch >= self.patience
 
 
+@dataclass(frozen=True)
+class Optim:
+    """The optimisation knobs of one training run (book 4.1.1): the seed (weights, dropout, minibatches), Adam's
+    learning rate and weight decay, the epoch budget and early stopping's patience.  None takes the model's
+    default: :data:`TRAIN_DEFAULTS` (one table for every loop; minibatch loops replace its epochs and patience
+    by their own).  Every training loop of the course takes one, instead of five keyword arguments each.
+
+    Example:
+        >>> Optim(lr=0.05).resolved("gcn")
+        Optim(seed=0, lr=0.05, weight_decay=0.0005, epochs=200, patience=100)
+        >>> Optim(seed=3, epochs=10).with_seed(4).seed
+        4
+    """
+
+    seed: int = 0
+    lr: float | None = None
+    weight_decay: float | None = None
+    epochs: int | None = None
+    patience: int | None = None
+
+    def resolved(self, model_name: str, **loop_defaults: Any) -> "Optim":
+        """Every None replaced: by ``loop_defaults`` (a loop's own epochs or patience), then by
+        ``model_name``'s :data:`TRAIN_DEFAULTS`."""
+        given = {k: v for k, v in asdict(self).items() if k != "seed"}
+        settings = training_settings(model_name, **{k: loop_defaults.get(k) if v is None else v for k, v in given.items()})
+        return Optim(seed=self.seed, **{k: settings[k] for k in given})
+
+    def with_seed(self, seed: int) -> "Optim":
+        return replace(self, seed=seed)
+
+
 def training_settings(model_name: str, **overrides: Any) -> dict[str, Any]:
     """``model_name``'s :data:`TRAIN_DEFAULTS` with every override that is not None.
 
@@ -156,38 +187,32 @@ def prepare_graph(graph: dgl.DGLGraph) -> dgl.DGLGraph:
     return dgl.add_self_loop(dgl.remove_self_loop(graph))
 
 
-def train_node_classifier(graph: dgl.DGLGraph, model_name: str = "gcn", **options: Any) -> TrainResult:
+def train_node_classifier(graph: dgl.DGLGraph, model_name: str = "gcn", optim: Optim | None = None,
+                          **options: Any) -> TrainResult:
     """Train ``model_name`` full-graph on ``graph``'s train mask, keep the
     weights of the epoch with the best validation accuracy (ties: lower
     validation loss), stop after ``patience`` epochs without improvement, and
-    report test accuracy for those weights.  ``options`` are those of
-    :func:`fit_node_classifier` (seed, epochs, patience, lr, weight_decay,
-    device, progress, model options); only the result is returned."""
-    return fit_node_classifier(graph, model_name, **options)[1]
+    report test accuracy for those weights.  ``optim`` holds the seed and the
+    optimiser's settings (:class:`Optim`; None: the model's defaults, seed 0);
+    ``options`` are :func:`fit_node_classifier`'s (device, progress, model
+    options); only the result is returned."""
+    return fit_node_classifier(graph, model_name, optim, **options)[1]
 
 
-def fit_node_classifier(
-    graph: dgl.DGLGraph,
-    model_name: str = "gcn",
-    seed: int = 0,
-    epochs: int | None = None,
-    patience: int | None = None,
-    lr: float | None = None,
-    weight_decay: float | None = None,
-    device: str = "cpu",
-    progress: bool = True,
-    **model_options: Any,
-) -> tuple[torch.nn.Module, TrainResult]:
+def fit_node_classifier(graph: dgl.DGLGraph, model_name: str = "gcn", optim: Optim | None = None,
+                        device: str = "cpu", progress: bool = True,
+                        **model_options: Any) -> tuple[torch.nn.Module, TrainResult]:
     """:func:`train_node_classifier` that also returns the trained model (the
     best epoch's weights, in eval mode), to look inside it afterwards.
 
     Example:
         >>> from gnnbook.data import load_dataset
-        >>> gat, result = fit_node_classifier(load_dataset("cora"), "gat", epochs=5)  # doctest: +SKIP
-        >>> gat.layers[0]                                                             # doctest: +SKIP
+        >>> gat, result = fit_node_classifier(load_dataset("cora"), "gat", Optim(epochs=5))  # doctest: +SKIP
+        >>> gat.layers[0]                                                                    # doctest: +SKIP
         GATConv(...)
     """
-    settings = training_settings(model_name, epochs=epochs, patience=patience, lr=lr, weight_decay=weight_decay)
+    optim = (optim or Optim()).resolved(model_name)
+    seed, settings = optim.seed, asdict(optim)
     set_seed(seed)
     g = prepare_graph(graph).to(device)
     feat, labels = g.ndata["feat"], g.ndata["label"]
@@ -252,10 +277,11 @@ def summarize(results: list[TrainResult]) -> dict[str, Any]:
 
 
 def train_over_seeds(graph: dgl.DGLGraph, model_name: str = "gcn", seeds: int | list[int] = 5,
-                     progress: bool = True, **options: Any) -> list[TrainResult]:
-    """Train once per seed (``seeds`` is a count, starting at 0, or a list)."""
+                     optim: Optim | None = None, progress: bool = True, **options: Any) -> list[TrainResult]:
+    """Train once per seed (``seeds`` is a count, starting at 0, or a list), each with ``optim`` (its seed
+    replaced); ``options`` as :func:`fit_node_classifier`'s."""
     seed_list = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
-    return [train_node_classifier(graph, model_name, seed=s, progress=progress, **options)
+    return [train_node_classifier(graph, model_name, (optim or Optim()).with_seed(s), progress=progress, **options)
             for s in tqdm(seed_list, desc=f"{model_name} seeds", disable=not progress)]
 
 

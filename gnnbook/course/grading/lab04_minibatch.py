@@ -36,8 +36,8 @@ from ...base.memory import release_free_memory, track_freed_memory
 from ...base.seeding import set_seed
 from ...data import load_dataset
 from ...models import build_model
-from ...training.minibatch import neighbor_loader, train_minibatch
-from ...training.train import TrainResult, prepare_graph, train_node_classifier
+from ...training.minibatch import Batches, neighbor_loader, train_minibatch
+from ...training.train import Optim, TrainResult, prepare_graph, train_node_classifier
 from ..labcheck import LAB_REFERENCES, reference_forbidden
 
 __all__ = ["ACCURACY_SLACK", "BUDGET_FRACTION", "GRADING", "HINT", "STEP_SETTING", "check_step", "cora_graph",
@@ -136,8 +136,9 @@ def full_graph_reference(seed: int | None = None) -> dict[str, float]:
     key = (GRADING["dataset"], GRADING["model"], seed, GRADING["full_epochs"], GRADING["full_patience"])
     if key not in _FULL_GRAPH:
         _settle()
-        run = train_node_classifier(load_dataset(GRADING["dataset"]), GRADING["model"], seed=seed,
-                                    epochs=GRADING["full_epochs"], patience=GRADING["full_patience"], progress=False)
+        run = train_node_classifier(load_dataset(GRADING["dataset"]), GRADING["model"],
+                                    Optim(seed, epochs=GRADING["full_epochs"], patience=GRADING["full_patience"]),
+                                    progress=False)
         _FULL_GRAPH[key] = {"test_acc": run.test_acc, "peak_bytes": float(run.peak_memory_bytes),
                             "seconds_per_epoch": run.seconds_per_epoch}
     return dict(_FULL_GRAPH[key])
@@ -150,6 +151,6 @@ def train_with_step(step: Callable[..., float], batch_size: int, fanouts: Sequen
     epoch budget and patience; its ``peak_memory_bytes`` is the peak of the training steps."""
     seed = GRADING["seed"] if seed is None else seed
     _settle()
-    return train_minibatch(load_dataset(GRADING["dataset"]), GRADING["model"], seed=seed, fanouts=list(fanouts),
-                           batch_size=int(batch_size), epochs=GRADING["mb_epochs"], patience=GRADING["mb_patience"],
-                           step=student_step(step), progress=progress)
+    return train_minibatch(load_dataset(GRADING["dataset"]), GRADING["model"],
+                           Optim(seed, epochs=GRADING["mb_epochs"], patience=GRADING["mb_patience"]),
+                           Batches(list(fanouts), int(batch_size)), step=student_step(step), progress=progress)
