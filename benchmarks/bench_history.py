@@ -25,14 +25,16 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
 from gnnbook.data import load_dataset  # noqa: E402
-from gnnbook.ch5_minibatch.history import LABELS, METHODS, compare, dataset_settings, step_memory  # noqa: E402
+from gnnbook.ch5_minibatch.history import LABELS, METHODS, Clusters, compare, dataset_settings, step_memory  # noqa: E402
+from gnnbook.training.train import Optim  # noqa: E402
 
 
 def measure(dataset: str, seeds: int, num_parts: int, clusters_per_batch: int) -> list[dict]:
     graph = load_dataset(dataset)
     settings = dataset_settings(dataset)
-    results = compare(graph, seeds, num_parts=num_parts, clusters_per_batch=clusters_per_batch,
-                      refresh_on_eval=True, track_staleness=False, **settings)
+    results = compare(graph, seeds, minibatch_lr=settings["minibatch_lr"],
+                      optim=Optim(epochs=settings["epochs"], patience=settings["patience"]),
+                      clusters=Clusters(num_parts, clusters_per_batch), refresh_on_eval=True, track_staleness=False)
     memory = {m: step_memory(graph, m, num_parts, clusters_per_batch, steps=3)["peak_step_bytes"] for m in METHODS}
     rows = []
     for method in METHODS:

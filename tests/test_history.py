@@ -8,7 +8,7 @@ from gnnbook.ch5_minibatch import history as H
 from gnnbook.data import load_dataset
 from gnnbook.models import build_model
 from gnnbook.base.launch import run
-from gnnbook.training.train import model_input
+from gnnbook.training.train import Optim, model_input
 
 
 def _tiny(num_nodes=12, seed=0):
@@ -107,7 +107,7 @@ def test_too_few_clusters_is_a_clear_error():
     with pytest.raises(ValueError, match="num_parts=2 .*clusters_per_batch=3"):
         H.build_setup(g, num_parts=2, clusters_per_batch=3)
     with pytest.raises(ValueError, match="Too few clusters for the batch"):
-        H.train(g, "gas", num_parts=2, clusters_per_batch=4, epochs=1)
+        H.train(g, "gas", Optim(epochs=1), H.Clusters(2, 4))
     with pytest.raises(ValueError, match="clusters_per_batch=0"):
         H.check_batching(4, 0)
     with pytest.raises(ValueError, match="unknown method 'vrgcn'"):
@@ -116,11 +116,11 @@ def test_too_few_clusters_is_a_clear_error():
 
 def test_training_repeats_with_a_seed_and_staleness_is_recorded():
     g = _tiny()
-    a = H.train(g, "gas", seed=3, num_parts=4, clusters_per_batch=2, epochs=6, patience=6)
-    b = H.train(g, "gas", seed=3, num_parts=4, clusters_per_batch=2, epochs=6, patience=6)
+    a = H.train(g, "gas", Optim(3, epochs=6, patience=6), H.Clusters(4, 2))
+    b = H.train(g, "gas", Optim(3, epochs=6, patience=6), H.Clusters(4, 2))
     assert a.to_dict() == b.to_dict() | {"seconds_per_epoch": a.seconds_per_epoch}
     assert len(a.staleness) == a.epochs_run and all(len(s) == 1 and s[0] >= 0 for s in a.staleness)
-    c = H.train(g, "cluster_gcn", seed=3, num_parts=4, clusters_per_batch=2, epochs=6, patience=6)
+    c = H.train(g, "cluster_gcn", Optim(3, epochs=6, patience=6), H.Clusters(4, 2))
     assert c.staleness == [] and c.steps_per_epoch == 2
 
 
@@ -162,15 +162,15 @@ def test_refresh_on_eval_fills_the_history_before_the_first_step():
 
     for refresh in (False, True):
         first_pull.clear()
-        H.train(g, "gas", seed=0, num_parts=2, clusters_per_batch=1, epochs=1, patience=1,
-                history_cls=Recording, refresh_on_eval=refresh)
+        H.train(g, "gas", Optim(0, epochs=1, patience=1), H.Clusters(2, 1), hooks=H.Hooks(history_cls=Recording),
+                refresh_on_eval=refresh)
         # the first batch's halo has not been computed by any step yet: zeros, unless the history was filled
         assert bool(first_pull[0].abs().sum() > 0) == refresh
 
 
 def test_minibatch_lr_changes_only_the_minibatch_methods():
     g = _tiny()
-    options = dict(num_parts=4, clusters_per_batch=2, epochs=4, patience=4)   # GAS: staleness per epoch, floats
+    options = dict(optim=Optim(epochs=4, patience=4), clusters=H.Clusters(4, 2))   # GAS: staleness per epoch, floats
     base = {r.method: r for r in H.compare(g, [0], **options)}
     same = {r.method: r for r in H.compare(g, [0], minibatch_lr=0.01, **options)}   # 0.01: the course's lr
     other = {r.method: r for r in H.compare(g, [0], minibatch_lr=0.5, **options)}

@@ -38,7 +38,8 @@ all-to-all of ``rows x hidden x 4 bytes x (L - 1)`` per rank), measured on the s
 
 Example:
     >>> from gnnbook.data import load_dataset
-    >>> result = train(load_dataset("cora"), "gas", seed=0, epochs=5)         # doctest: +SKIP
+    >>> from gnnbook.training.train import Optim
+    >>> result = train(load_dataset("cora"), "gas", Optim(seed=0, epochs=5))  # doctest: +SKIP
     >>> len(result.staleness), len(result.staleness[0])                     # doctest: +SKIP
     (5, 1)
 """
@@ -46,8 +47,8 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Callable
 
 import dgl
 import torch
@@ -298,32 +299,59 @@ def _loss(logits: torch.Tensor, nodes: torch.Tensor, labels: torch.Tensor, train
     return F.cross_entropy(logits[mask], labels[nodes[mask]])
 
 
-def train(graph: dgl.DGLGraph, method: str = "gas", seed: int = 0, num_parts: int = 40,
-          clusters_per_batch: int = 10, epochs: int | None = None, patience: int | None = None,
-          lr: float | None = None, weight_decay: float | None = None, track_staleness: bool = True,
-          regroup: bool = True, setup: Setup | None = None, forward=None, history_cls=None,
+@dataclass(frozen=True)
+class Clusters:
+    """How GAS and Cluster-GCN batch an epoch: ``num_parts`` METIS clusters, ``per_batch`` of them per step,
+    regrouped into new batches every epoch (seeded, as Cluster-GCN's stochastic multiple partitions do) or,
+    with ``regroup=False``, grouped once with only the batches' order shuffled.
+
+    Example:
+        >>> Clusters(8, 2).num_parts, Clusters().per_batch
+        (8, 10)
+    """
+
+    num_parts: int = 40
+    per_batch: int = 10
+    regroup: bool = True
+
+
+@dataclass(frozen=True)
+class Hooks:
+    """What lab 5b swaps in: ``forward`` (default :func:`gcn_forward`), a batch's forward pass, and
+    ``history_cls`` (default :class:`History`), the table of historical embeddings; same signatures,
+    and the table keeps its tables in ``.tables``."""
+
+    forward: Callable[..., torch.Tensor] | None = None
+    history_cls: type | None = None
+
+
+def train(graph: dgl.DGLGraph, method: str = "gas", optim: Optim | None = None, clusters: Clusters | None = None,
+          setup: Setup | None = None, hooks: Hooks | None = None, track_staleness: bool = True,
           refresh_on_eval: bool = False) -> HistoryResult:
     """Train the course's 2-layer GCN with ``method``: ``"full"`` (:func:`gnnbook.training.train.train_node_classifier`),
-    ``"gas"`` (historical embeddings) or ``"cluster_gcn"`` (cut edges dropped), on ``num_parts`` METIS
-    clusters, ``clusters_per_batch`` per step (the clusters are regrouped into batches every epoch,
-    seeded, as Cluster-GCN's stochastic multiple partitions do; ``regroup=False`` groups them once and
-    only shuffles the batches' order); the optimiser settings, epochs budget and early
-    stopping of :data:`gnnbook.training.train.TRAIN_DEFAULTS` ("gcn") unless given.  GAS's staleness (per
-    table, after each epoch) is in ``result.staleness``.  ``forward`` (default :func:`gcn_forward`)
-    and ``history_cls`` (default :class:`History`) swap in another batch forward and history table
-    (lab 5b's): same signatures, and the table keeps its tables in ``.tables``.  ``refresh_on_eval``
+    ``"gas"`` (historical embeddings) or ``"cluster_gcn"`` (cut edges dropped), batched as ``clusters`` says,
+    with ``optim`` (None values: :data:`gnnbook.training.train.TRAIN_DEFAULTS` of "gcn").  GAS's staleness (per
+    table, after each epoch) is in ``result.staleness``.  ``hooks`` swap in lab 5b's batch forward and history
+    table.  ``refresh_on_eval``
     runs GAS as its authors' benchmark does (PyGAS ``small_benchmark/main.py``): the history is filled
     with the exact embeddings before the first step, and every evaluation pass (one full-graph forward
     without dropout per epoch) writes its hidden layers into the tables; staleness is measured before
-    that write, so it is what one epoch of steps left behind."""
+    that write, so it is what one epoch of steps left behind.
+
+    Example:
+        >>> from gnnbook.data import load_dataset
+        >>> r = train(load_dataset("cora"), "gas", Optim(epochs=5), Clusters(40, 10))  # doctest: +SKIP
+    """
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; choose one of {', '.join(METHODS)}")
+    clusters, hooks = clusters or Clusters(), hooks or Hooks()
+    num_parts, clusters_per_batch, regroup = clusters.num_parts, clusters.per_batch, clusters.regroup
+    forward, history_cls = hooks.forward, hooks.history_cls
     check_batching(num_parts, clusters_per_batch, graph.num_nodes())
-    settings = training_settings("gcn", epochs=epochs, patience=patience, lr=lr, weight_decay=weight_decay)
+    optim = (optim or Optim()).resolved("gcn")
+    seed, settings = optim.seed, asdict(optim)
     if method == "full":
-        r = train_node_classifier(graph, "gcn", Optim(seed, **{k: settings[k] for k in
-                                                           ("epochs", "patience", "lr", "weight_decay")}),
-                                  progress=False)
+        r = train_node_classifier(graph, "gcn", optim, progress=False)
         return HistoryResult("full", seed, r.test_acc, r.val_acc, r.best_epoch, r.epochs_run,
                              r.seconds_per_epoch, 1)
     setup = setup or build_setup(graph, num_parts, clusters_per_batch, seed=seed)
@@ -407,19 +435,22 @@ def dataset_settings(dataset: str) -> dict[str, Any]:
 
 
 def compare(graph: dgl.DGLGraph, seeds: int | list[int] = 3, methods=METHODS, minibatch_lr: float | None = None,
-            **options: Any) -> list[HistoryResult]:
-    """Every method over every seed (a count from 0, or a list); METIS clusters are built once per seed.
-    ``minibatch_lr`` (when given) is the learning rate of GAS and Cluster-GCN, full-batch keeping
-    ``options["lr"]`` (default: the course's); every other option is the same for every method."""
+            optim: Optim | None = None, clusters: Clusters | None = None, **options: Any) -> list[HistoryResult]:
+    """Every method over every seed (a count from 0, or a list; each replaces ``optim``'s seed); METIS
+    clusters are built once per seed.  ``minibatch_lr`` (when given) is the learning rate of GAS and
+    Cluster-GCN, full-batch keeping ``optim.lr`` (default: the course's); ``options`` (track_staleness,
+    refresh_on_eval) are :func:`train`'s, the same for every method."""
+    optim, clusters = optim or Optim(), clusters or Clusters()
     out = []
     for seed in (range(seeds) if isinstance(seeds, int) else seeds):
         setup = None
         for method in methods:
             if method != "full" and setup is None:
-                setup = build_setup(graph, options.get("num_parts", 40), options.get("clusters_per_batch", 10),
-                                    seed=seed)
-            extra = {"lr": minibatch_lr} if method != "full" and minibatch_lr is not None else {}
-            out.append(train(graph, method, seed=seed, setup=setup, **{**options, **extra}))
+                setup = build_setup(graph, clusters.num_parts, clusters.per_batch, seed=seed)
+            run_optim = optim.with_seed(seed)
+            if method != "full" and minibatch_lr is not None:
+                run_optim = replace(run_optim, lr=minibatch_lr)
+            out.append(train(graph, method, run_optim, clusters, setup=setup, **options))
     return out
 
 
