@@ -29,8 +29,8 @@ def test_converged_means_every_run_stopped_on_patience():
 
 def test_compare_flows_trains_both_to_convergence():
     graph = load_dataset("powerlaw", num_nodes=400, avg_degree=6, num_features=8)
-    flows = compare_flows(graph, "sage", seeds=[0], fanouts=[5, 5], batch_size=64,
-                          full_epochs=300, full_patience=10, mb_epochs=300, mb_patience=5)
+    flows = compare_flows(graph, "sage", [0], Batches([5, 5], 64), full=Optim(epochs=300, patience=10),
+                          minibatch=Optim(epochs=300, patience=5))
     assert flows.converged, [(r.best_epoch, r.epochs_run) for r in flows.full + flows.minibatch]
     assert [row["flow"] for row in flows.rows()] == ["full-graph", "minibatch"]
 

@@ -83,29 +83,33 @@ def _summary(flow: str, runs: list[TrainResult]) -> dict[str, Any]:
 
 
 def compare_flows(graph: dgl.DGLGraph, model_name: str = "sage", seeds: Sequence[int] = (0, 1),
-                  fanouts: Sequence[int] = (10, 10), batch_size: int = 64,
-                  full_epochs: int | None = None, full_patience: int | None = None,
-                  mb_epochs: int | None = None, mb_patience: int | None = None, mb_lr: float | None = None,
+                  batches: Batches | None = None, full: Optim | None = None, minibatch: Optim | None = None,
                   device: str = "cpu", progress: bool = False, **model_options: Any) -> FlowComparison:
-    """Train ``model_name`` full-graph and on sampled minibatches once per seed,
-    each to convergence by validation early stopping (``None`` budgets and
-    ``mb_lr``, the minibatch learning rate, take :data:`FLOW_DEFAULTS`)."""
-    budget = dict(FLOW_DEFAULTS)
-    budget.update({key: value for key, value in dict(full_epochs=full_epochs, full_patience=full_patience,
-                                                      mb_epochs=mb_epochs, mb_patience=mb_patience,
-                                                      mb_lr=mb_lr).items()
-                   if value is not None})
-    full, minibatch = [], []
+    """Train ``model_name`` full-graph (with ``full``) and on sampled minibatches (with ``minibatch``,
+    batched as ``batches``; default fanouts 10, 10 and batch 64) once per seed, each to convergence by
+    validation early stopping.  Each side's None epochs and patience, and the minibatch side's None learning
+    rate, take :data:`FLOW_DEFAULTS`; the seed of each run is one of ``seeds``.
+
+    Example:
+        >>> from gnnbook.data import load_dataset
+        >>> flows = compare_flows(load_dataset("cora"), "sage", [0], Batches([10, 10], 64),
+        ...                       minibatch=Optim(patience=20))                               # doctest: +SKIP
+    """
+    full_optim = (full or Optim()).with_defaults(epochs=FLOW_DEFAULTS["full_epochs"],
+                                                 patience=FLOW_DEFAULTS["full_patience"])
+    minibatch_optim = (minibatch or Optim()).with_defaults(epochs=FLOW_DEFAULTS["mb_epochs"],
+                                                           patience=FLOW_DEFAULTS["mb_patience"],
+                                                           lr=FLOW_DEFAULTS["mb_lr"])
+    batches = batches or Batches((10, 10), 64)
+    full_runs, minibatch_runs = [], []
     for seed in seeds:
         gc.collect()
         release_free_memory()  # each run's peak starts from the live set
-        full.append(train_node_classifier(graph, model_name, Optim(seed, epochs=budget["full_epochs"],
-                                                                    patience=budget["full_patience"]),
-                                          device=device, progress=progress, **model_options))
+        full_runs.append(train_node_classifier(graph, model_name, full_optim.with_seed(seed), device=device,
+                                               progress=progress, **model_options))
         gc.collect()
         release_free_memory()
-        minibatch.append(train_minibatch(graph, model_name, Optim(seed, lr=budget["mb_lr"], epochs=budget["mb_epochs"],
-                                                                  patience=budget["mb_patience"]),
-                                         Batches(fanouts, batch_size), device=device, progress=progress,
-                                         **model_options))
-    return FlowComparison(full, minibatch, (budget["full_patience"], budget["mb_patience"]))
+        minibatch_runs.append(train_minibatch(graph, model_name, minibatch_optim.with_seed(seed), batches,
+                                              device=device, progress=progress, **model_options))
+    return FlowComparison(full_runs, minibatch_runs, (full_optim.patience, minibatch_optim.patience))
+

@@ -169,6 +169,16 @@ class Optim:
     def with_seed(self, seed: int) -> "Optim":
         return replace(self, seed=seed)
 
+    def with_defaults(self, **defaults: Any) -> "Optim":
+        """Each None field named in ``defaults`` set to its default (a comparison's own budget); the rest
+        stay as they are (None: the model's default, when a loop resolves it).
+
+        Example:
+            >>> Optim(epochs=5).with_defaults(epochs=100, patience=10)
+            Optim(seed=0, lr=None, weight_decay=None, epochs=5, patience=10)
+        """
+        return replace(self, **{k: v for k, v in defaults.items() if getattr(self, k) is None})
+
 
 def training_settings(model_name: str, **overrides: Any) -> dict[str, Any]:
     """``model_name``'s :data:`TRAIN_DEFAULTS` with every override that is not None.
