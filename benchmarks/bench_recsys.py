@@ -12,6 +12,7 @@ import torch
 from gnnbook.data import load_ratings
 from gnnbook.applications.sharded_embedding import train_sharded_mf, train_single_mf
 from gnnbook.applications.recsys import LightGCNRanker, MatrixFactorisation, fit_ranker, split_interactions
+from gnnbook.training.train import Optim
 
 SWEEP = {"MF": [(0.01, 1e-3), (0.02, 1e-3), (0.01, 1e-2), (0.02, 1e-2), (0.05, 1e-2)],
          "LightGCN": [(0.02, 1e-3), (0.05, 1e-3), (0.1, 1e-4), (0.05, 1e-4)]}
@@ -28,7 +29,7 @@ def sweep(split, dim: int, epochs: int) -> None:
         for lr, l2 in grid:
             torch.manual_seed(0)
             start = time.perf_counter()
-            run = fit_ranker(_model(name, split, dim), split, epochs, 8192, lr=lr, l2=l2, eval_every=2)
+            run = fit_ranker(_model(name, split, dim), split, Optim(lr=lr, epochs=epochs), 8192, l2=l2, eval_every=2)
             print(f"{name:<10}{lr:>7}{l2:>8}{run['val']['recall']:>15.4f}{run['best_epoch']:>12}"
                   f"{time.perf_counter() - start:>7.1f}")
 
@@ -53,7 +54,7 @@ def main() -> None:
     for name in ("MF", "LightGCN"):
         torch.manual_seed(0)
         start = time.perf_counter()
-        fit_ranker(_model(name, split, 64), split, 2, 8192, lr=0.02, eval_every=2)
+        fit_ranker(_model(name, split, 64), split, Optim(lr=0.02, epochs=2), 8192, eval_every=2)
         times[name] = (time.perf_counter() - start) / 2
     print(f"BPR epoch (batch 8192, dim 64, with one evaluation): MF {times['MF']:.2f} s, LightGCN "
           f"{times['LightGCN']:.2f} s, ratio {times['LightGCN'] / times['MF']:.2f}x")

@@ -151,3 +151,23 @@ def test_readme_module_map_is_the_tree():
         if not re.search(rf"(?<!\w){re.escape(stem)}(?!\w)", section):
             missing.append(name)
     assert not missing, f"README's module map lacks: {missing}"
+
+
+# A function's knobs travel in settings objects (training.train.Optim, training.minibatch.Batches,
+# ch5_minibatch.history.Clusters): a public function with more than this many parameters says why in its
+# docstring, after this marker (a rank's entry point takes JSON, so each knob is its own argument).
+MAX_PARAMETERS, WHY_SO_MANY = 8, "More than 8 parameters:"
+
+
+def test_no_public_function_has_more_than_8_parameters_without_a_reason():
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef) or node.name.startswith("_"):
+                continue
+            args = node.args
+            names = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs if a.arg not in ("self", "cls")]
+            if len(names) > MAX_PARAMETERS and WHY_SO_MANY not in (ast.get_docstring(node) or ""):
+                offenders.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name} ({len(names)})")
+    assert not offenders, (f"group the knobs (Optim, Batches, a dataclass) or say why after {WHY_SO_MANY!r} in "
+                           f"the docstring: {offenders}")

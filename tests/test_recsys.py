@@ -8,6 +8,7 @@ import torch
 
 from gnnbook.data import RATINGS_DATASETS, DatasetError, load_ratings
 from gnnbook.data.files import REPO_ROOT
+from gnnbook.training.train import Optim
 from gnnbook.applications.recsys import (InteractionSplit, LightGCNRanker, MatrixFactorisation, bpr_loss, fit_ranker,
                             pinsage_neighbours, rank_metrics, sample_negatives, split_interactions)
 
@@ -111,19 +112,19 @@ def test_lightgcn_equals_pyg_outputs_and_gradients():
 def test_fit_ranker_learns_and_keeps_the_best_validation_epoch(ratings):
     split = split_interactions(ratings, seed=0)
     torch.manual_seed(0)
-    run = fit_ranker(MatrixFactorisation(split, 16), split, epochs=4, batch_size=8192, lr=0.02, l2=1e-2, eval_every=2)
+    run = fit_ranker(MatrixFactorisation(split, 16), split, Optim(lr=0.02, epochs=4), 8192, l2=1e-2, eval_every=2)
     assert run["loss"][-1] < run["loss"][0] < 0.7
     assert run["best_epoch"] in (2, 4)
     assert run["val"]["recall"] == max(recall for _, recall in run["val_recall"])
     assert run["test"]["recall"] > 0.05  # random ranking: about 20 / 9066 of the held-out items
     with pytest.raises(ValueError, match="epochs"):
-        fit_ranker(MatrixFactorisation(split, 4), split, epochs=0)
+        fit_ranker(MatrixFactorisation(split, 4), split, Optim(epochs=0))
 
 
 def test_fit_ranker_restores_the_best_epoch_when_later_epochs_are_worse(ratings):
     split = split_interactions(ratings, seed=0)
     torch.manual_seed(0)
-    run = fit_ranker(MatrixFactorisation(split, 16), split, epochs=4, batch_size=8192, lr=0.1, l2=0.0)
+    run = fit_ranker(MatrixFactorisation(split, 16), split, Optim(lr=0.1, epochs=4), 8192, l2=0.0)
     recall = dict(run["val_recall"])
     assert run["best_epoch"] == 2 and recall[4] < recall[3] < recall[2]   # no l2 at lr 0.1: it overfits
     assert run["val"]["recall"] == recall[2], "the weights scored at the end are the best epoch's, not the last"

@@ -55,8 +55,14 @@ def test_bad_series_and_batch_size_are_refused():
         batch_order(5, 6, epoch=0)
     with pytest.raises(IndexError):
         IndexDataset(_series(), 2, 2)[37]
-    with pytest.raises(ValueError, match="multiple"):
-        fit(TGCN(torch.eye(5), 4, 2), IndexDataset(_series(), 3, 2), 1, batch_size=3, world=2)
+    import torch.distributed as dist
+
+    with pytest.MonkeyPatch.context() as mp:  # as rank 0 of 2 (a process group of two ranks)
+        mp.setattr(dist, "is_initialized", lambda: True)
+        mp.setattr(dist, "get_rank", lambda: 0)
+        mp.setattr(dist, "get_world_size", lambda: 2)
+        with pytest.raises(ValueError, match="multiple"):
+            fit(TGCN(torch.eye(5), 4, 2), IndexDataset(_series(), 3, 2), 1, batch_size=3)
 
 
 def test_los_loop_loads_checked():

@@ -20,7 +20,7 @@ recall@k kept (its test metrics are reported).
 Example:
     >>> from gnnbook.data import load_ratings
     >>> split = split_interactions(load_ratings("ml-latest-small"), seed=0)  # doctest: +SKIP
-    >>> run = fit_ranker(LightGCNRanker(split, dim=64, layers=3), split, epochs=20)  # doctest: +SKIP
+    >>> run = fit_ranker(LightGCNRanker(split, dim=64, layers=3), split, Optim(epochs=20))  # doctest: +SKIP
     >>> run["test"]["recall"] > 0.1                                          # doctest: +SKIP
     True
 """
@@ -34,7 +34,7 @@ from torch import nn
 
 from ..data.movielens import Ratings
 from ..graph.normalisation import gcn_edge_weights
-from ..training.train import BestEpoch
+from ..training.train import BestEpoch, Optim
 
 
 @dataclass(frozen=True)
@@ -218,11 +218,15 @@ def rank_metrics(user_emb: torch.Tensor, item_emb: torch.Tensor, targets: torch.
     return {"recall": float((hits.sum(1) / counts).mean()), "ndcg": float(((hits * discount).sum(1) / ideal).mean())}
 
 
-def fit_ranker(model: nn.Module, split: InteractionSplit, epochs: int = 20, batch_size: int = 2048, lr: float = 0.01,
-               l2: float = 1e-4, k: int = 20, seed: int = 0, eval_every: int = 1) -> dict:
+def fit_ranker(model: nn.Module, split: InteractionSplit, optim: Optim | None = None, batch_size: int = 2048,
+               l2: float = 1e-4, k: int = 20, eval_every: int = 1) -> dict:
     """Train ``model`` (a :class:`MatrixFactorisation` or :class:`LightGCNRanker`) with BPR; keep
-    the epoch with the best validation recall@k.  Returns the per-epoch losses and validation
-    recall, the best epoch, and its ``val`` and ``test`` metrics."""
+    the epoch with the best validation recall@k.  ``optim`` gives the seed, Adam's learning rate (None:
+    0.01) and the epochs (None: 20), every one of which runs (no early stopping: its patience and weight decay
+    are unused; ``l2`` is BPR's penalty on the batch's embeddings).  Returns the per-epoch losses and
+    validation recall, the best epoch, and its ``val`` and ``test`` metrics."""
+    optim = (optim or Optim()).with_defaults(lr=0.01, epochs=20)
+    epochs, lr, seed = optim.epochs, optim.lr, optim.seed
     if epochs < 1 or batch_size < 1:
         raise ValueError(f"epochs ({epochs}) and batch_size ({batch_size}) must be at least 1")
     generator = torch.Generator().manual_seed(seed)

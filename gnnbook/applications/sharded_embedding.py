@@ -47,6 +47,7 @@ from ..data.files import sha256_of
 from .recsys import InteractionSplit, bpr_loss, sample_negatives
 
 TABLE = "mf_table"
+SHARDED_DEADLINE_S = 240.0  # train_sharded_mf's whole job: partitioning, servers, trainers
 
 
 def _zeros(shape, dtype):  # DGL pickles init_func to the servers: a module-level function
@@ -135,8 +136,7 @@ def _load_verified(path: str | Path, sha256: str) -> dict[str, torch.Tensor]:
 
 
 def train_sharded_mf(split: InteractionSplit, dim: int = 32, epochs: int = 5, batch_size: int = 4096,
-                     lr: float = 0.01, l2: float = 1e-3, seed: int = 0, num_parts: int = 2,
-                     deadline_s: float = 240) -> dict[str, Any]:
+                     lr: float = 0.01, l2: float = 1e-3, seed: int = 0, num_parts: int = 2) -> dict[str, Any]:
     """Train matrix factorisation with its table in a ``DistEmbedding`` over ``num_parts`` emulated
     machines (one trainer each); return the table in original order, the losses and epoch times."""
     from ..distributed.cluster import LocalCluster
@@ -156,7 +156,7 @@ def train_sharded_mf(split: InteractionSplit, dim: int = 32, epochs: int = 5, ba
         command = [sys.executable, "-m", "gnnbook.applications.sharded_embedding", "--part-config", str(part_config),
                    "--inputs", str(inputs), "--sha256", digest, "--out", str(out), "--args", json.dumps(args)]
         # the cluster's own folder: removed afterwards, or kept with the logs when the job fails
-        with LocalCluster(part_config, num_trainers=1, deadline_s=deadline_s) as cluster:
+        with LocalCluster(part_config, num_trainers=1, deadline_s=SHARDED_DEADLINE_S) as cluster:
             cluster.run(command)
         result = torch.load(out, weights_only=True)
         meta = json.loads(out.with_suffix(".json").read_text())

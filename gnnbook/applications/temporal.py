@@ -185,14 +185,17 @@ class TGCN(nn.Module):
 
 
 def fit(model: nn.Module, data: IndexDataset, epochs: int, batch_size: int, lr: float = 0.01, seed: int = 0,
-        rank: int = 0, world: int = 1, max_batches: int | None = None) -> list[float]:
+        max_batches: int | None = None) -> list[float]:
     """Train with Adam on the mean squared error; returns each epoch's mean loss.
 
-    With ``world > 1`` (inside :func:`gnnbook.base.launch.run`), rank ``r`` takes
+    Inside a process group of ``world`` ranks (:func:`gnnbook.base.launch.run`), rank ``r`` takes
     the ``r``-th equal share of every batch's window indices, and gradients are
     averaged by all-reduce: the same steps as one process on the whole batch.
     ``max_batches`` stops each epoch early (quick runs).
     """
+    import torch.distributed as dist
+
+    rank, world = (dist.get_rank(), dist.get_world_size()) if dist.is_initialized() else (0, 1)
     if batch_size % world:
         raise ValueError(f"batch_size {batch_size} must be a multiple of the {world} ranks")
     optimiser = torch.optim.Adam(model.parameters(), lr=lr)
@@ -205,8 +208,6 @@ def fit(model: nn.Module, data: IndexDataset, epochs: int, batch_size: int, lr: 
             optimiser.zero_grad()
             loss.backward()
             if world > 1:
-                import torch.distributed as dist
-
                 for p in model.parameters():
                     dist.all_reduce(p.grad)
                     p.grad /= world
@@ -250,6 +251,9 @@ def train_distributed(dataset: str = "los-loop", past: int = 12, horizon: int = 
     Example:
         >>> from gnnbook.base.launch import run
         >>> out = run("gnnbook.applications.temporal:train_distributed", 2, {"epochs": 1}, deadline_s=120)  # doctest: +SKIP
+
+    More than 8 parameters: a rank's entry point for gnnbook.base.launch.run, whose arguments arrive in each
+    process as JSON: each knob is its own argument (no settings objects across processes).
     """
     import torch.distributed as dist
 
@@ -262,6 +266,6 @@ def train_distributed(dataset: str = "los-loop", past: int = 12, horizon: int = 
     data = IndexDataset(split.series, past, horizon, 0, split.train_stop)
     torch.manual_seed(seed)
     model = TGCN(traffic.adjacency, hidden, horizon)
-    losses = fit(model, data, epochs, batch_size, lr, seed, rank, world, max_batches)
+    losses = fit(model, data, epochs, batch_size, lr, seed, max_batches)
     return {"rank": rank, "losses": losses, "series_bytes": data.nbytes,
             "params": [p.detach().clone() for p in model.parameters()]}

@@ -86,7 +86,11 @@ def start_ranks(group: ProcessGroup, fn: str, world_size: int, args_path: Path, 
                 deadline_s: float, threads_per_rank: int = 1, init_dist: bool = True,
                 env: dict[str, str] | None = None) -> None:
     """Start ``world_size`` ranks ``python -m gnnbook.base.worker fn args_path result`` in ``group``, each told
-    its rank, the rendezvous on loopback ``port`` and the group's deadline; ``result_path`` may hold ``{rank}``."""
+    its rank, the rendezvous on loopback ``port`` and the group's deadline; ``result_path`` may hold ``{rank}``.
+
+    More than 8 parameters: each is one setting of the ranks' processes, which its two callers (run and the
+    pool) pass on from their own arguments.
+    """
     for rank in range(world_size):
         group.start(f"rank{rank}", [
             sys.executable, "-m", "gnnbook.base.worker", fn, str(args_path), str(result_path).format(rank=rank),

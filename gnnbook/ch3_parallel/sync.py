@@ -71,7 +71,11 @@ def train_ssp(staleness: int | None = 0, straggler_s: float = 0.03, straggler: s
               n: int = 4096, d: int = 64, batch: int = 64, lr: float = 0.1, max_updates: int = 5000,
               seed: int = 0) -> dict[str, Any]:
     """One run; the server (rank 0) returns the loss curve and time to target,
-    each worker its number of pushes and the time it spent waiting for the server."""
+    each worker its number of pushes and the time it spent waiting for the server.
+
+    More than 8 parameters: a rank's entry point for gnnbook.base.launch.run, whose arguments arrive in each
+    process as JSON: each knob is its own argument (no settings objects across processes).
+    """
     rank, world = dist.get_rank(), dist.get_world_size()
     if world < 2:
         raise ValueError("needs world_size >= 2: a server and at least one worker")

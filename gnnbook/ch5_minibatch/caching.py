@@ -374,6 +374,10 @@ def simulate_partitioned_cache(graph, parts, train_nids_per_part: Sequence, fano
         >>> r = simulate_partitioned_cache(g, parts, train, [10, 10], 64, "degree", 0.1)  # doctest: +SKIP
         >>> 0 < r["hit_rate"] < 1                                      # doctest: +SKIP
         True
+
+    More than 8 parameters: it predicts one DistDGL job and takes that job's own settings (partition, training
+    nodes, fanouts, batch size, cache policy and fraction, epochs, seed), so a notebook passes the job's values
+    unchanged.
     """
     policy = check_policy(policy)
     fraction = check_fraction(fraction)

@@ -58,8 +58,8 @@ class LoopRun:
 
 def run_loop(source: Iterable[Minibatch], graph: dgl.DGLGraph, hidden: int = 64, num_layers: int = 2,
              seed: int = 0, lr: float = 0.01, step: Callable[..., float] = minibatch_step,
-             keep_batches: bool = False, model_name: str = "sage", **model_options: Any) -> LoopRun:
-    """Train ``model_name`` on the minibatches of ``source`` with
+             keep_batches: bool = False, **model_options: Any) -> LoopRun:
+    """Train GraphSAGE (5.2.1's workload) on the minibatches of ``source`` with
     :func:`gnnbook.training.minibatch.minibatch_step` (or ``step``), torch and DGL on one
     thread, and record when each stage of each step ran.  ``model_options``
     go to :func:`gnnbook.models.build_model` (e.g. ``dropout=0.0``).
@@ -73,7 +73,7 @@ def run_loop(source: Iterable[Minibatch], graph: dgl.DGLGraph, hidden: int = 64,
     """
     feat, labels = graph.ndata["feat"], graph.ndata["label"]
     torch.manual_seed(seed)
-    model = build_model(model_name, feat.shape[1], int(labels.max()) + 1, hidden=hidden, num_layers=num_layers,
+    model = build_model("sage", feat.shape[1], int(labels.max()) + 1, hidden=hidden, num_layers=num_layers,
                         **model_options)
     optimizer = torch.optim.Adam(model.parameters(), lr=lr)
     timeline, losses, batches, epoch_ends = [], [], [], {}
@@ -94,6 +94,10 @@ def run_loop(source: Iterable[Minibatch], graph: dgl.DGLGraph, hidden: int = 64,
     return LoopRun(timeline, [b - a for a, b in zip([0.0] + ends[:-1], ends)], losses, batches)
 
 
+BALANCE_ROUNDS = 3  # balance_hidden's measurements: the fastest counts
+PIPELINE_DEADLINE_S = 300.0  # compare_loops' producer process: seconds for all its epochs
+
+
 def seed_passes(num_nodes: int, count: int, seed: int = 0) -> torch.Tensor:
     """``count`` seed nodes: shuffled passes over all ``num_nodes`` nodes, as many as it takes, so that an epoch
     of a small graph is long enough to time (Cora's 2,708 nodes make a 70 ms epoch at batch 512).
@@ -109,13 +113,12 @@ def seed_passes(num_nodes: int, count: int, seed: int = 0) -> torch.Tensor:
 
 
 def balance_hidden(graph: dgl.DGLGraph, seed_nodes: torch.Tensor, fanouts: Sequence[int], batch_size: int,
-                   seed: int = 0, low: int = 4, high: int = 64, steps: int = 8, rounds: int = 3,
-                   **model_options: Any) -> dict[str, float]:
+                   seed: int = 0, low: int = 4, high: int = 64, steps: int = 8, **model_options: Any) -> dict[str, float]:
     """The hidden size at which a step's compute costs about what its sample +
     fetch cost (serial loop, one thread): compute grows about linearly with
     the hidden size, so it is measured at ``low`` and ``high`` on ``steps``
-    minibatches (after one warm-up step), in ``rounds`` rounds of which the
-    fastest counts, and the line is solved, within [low, high].
+    minibatches (after one warm-up step), in :data:`BALANCE_ROUNDS` rounds of
+    which the fastest counts, and the line is solved, within [low, high].
 
     Example:
         >>> from gnnbook.data import load_dataset
@@ -135,10 +138,10 @@ def balance_hidden(graph: dgl.DGLGraph, seed_nodes: torch.Tensor, fanouts: Seque
             compute[hidden] = float(np.mean([s["compute"][1] - s["compute"][0] for s in steps_run]))
         return float(np.mean(producer)), compute
 
-    # The least disturbed of `rounds` rounds (the fastest sample + fetch), as benchmarks keep their fastest repeat:
+    # The least disturbed of BALANCE_ROUNDS rounds (the fastest sample + fetch), as benchmarks keep their fastest repeat:
     # in a notebook kernel, right after chapter 5.1's DistDGL jobs, a round sometimes ran sample + fetch 3x slower
     # (15 vs 5 ms per step on Cora, no other process busy) and picked a hidden size that left nothing to overlap.
-    target, compute = min((measure() for _ in range(rounds)), key=lambda m: m[0])
+    target, compute = min((measure() for _ in range(BALANCE_ROUNDS)), key=lambda m: m[0])
     slope = (compute[high] - compute[low]) / (high - low)
     hidden = high if slope <= 0 else low + (target - compute[low]) / slope
     return dict(hidden=int(round(min(high, max(low, hidden)))), sample_fetch_s=target,
@@ -146,13 +149,13 @@ def balance_hidden(graph: dgl.DGLGraph, seed_nodes: torch.Tensor, fanouts: Seque
 
 
 def compare_loops(graph: dgl.DGLGraph, seed_nodes: torch.Tensor, fanouts: Sequence[int], batch_size: int,
-                  hidden: int, epochs: int = 3, seed: int = 0, depth: int = 2, deadline_s: float = 300.0,
-                  **model_options: Any) -> dict[str, list]:
+                  hidden: int, epochs: int = 3, seed: int = 0, depth: int = 2, **model_options: Any) -> dict[str, list]:
     """Serial and pipelined epochs of the same minibatches, alternating (a
     serial epoch, then the pipelined one), so that a machine whose load drifts
     slows both alike.  Returns ``{"serial": [LoopRun per epoch], "pipelined": [...]}``;
     each run's ``other_cores`` says how many cores other processes than the
     trainer and the producer held meanwhile (the pipeline needs two free ones).
+    The producer runs under :data:`PIPELINE_DEADLINE_S`.
 
     Example:
         >>> from gnnbook.data import load_dataset
@@ -165,7 +168,7 @@ def compare_loops(graph: dgl.DGLGraph, seed_nodes: torch.Tensor, fanouts: Sequen
     runs: dict[str, list] = {"serial": [], "pipelined": []}
     options = dict(hidden=hidden, num_layers=len(fanouts), seed=seed, **model_options)
     with PrefetchingLoader(graph, seed_nodes, fanouts, batch_size, epochs=epochs, seed=seed, depth=depth,
-                           deadline_s=deadline_s) as pipelined:
+                           deadline_s=PIPELINE_DEADLINE_S) as pipelined:
         ours = [os.getpid(), pipelined.producer_pid]
         for _ in range(epochs):
             for name, loader in (("serial", serial), ("pipelined", pipelined)):

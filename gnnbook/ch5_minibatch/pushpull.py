@@ -511,7 +511,11 @@ def compare(modes: Sequence[str] = MODES, dataset: str = "cora", feature_width: 
 
     Returns, per mode, this rank's first-epoch logits (own rows) and all-reduced gradients, bytes,
     redundant rows, epoch times, the emulated link's wire seconds per epoch, and the modelled cost of
-    all three modes."""
+    all three modes.
+
+    More than 8 parameters: a rank's entry point for gnnbook.base.launch.run, whose arguments arrive in each
+    process as JSON: each knob is its own argument (no settings objects across processes).
+    """
     from ..comm.collectives import Comm
     from ..comm.emulated_link import EmulatedLink, LinkedComm
 

@@ -100,7 +100,11 @@ def train(dataset: str = "cora", mode: str = "async", staleness: int = 4, epochs
           eval_every: int = 5, seed: int = 0) -> dict[str, Any]:
     """Run in each of K + 1 processes (rank 0 the server).  The server returns the run's wall time, the
     updates it applied, their weight lags and the accuracy; each worker its seconds per iteration, the
-    time it waited for the server, the lag of the halo rows it used and how often it was slowed."""
+    time it waited for the server, the lag of the halo rows it used and how often it was slowed.
+
+    More than 8 parameters: a rank's entry point for gnnbook.base.launch.run, whose arguments arrive in each
+    process as JSON: each knob is its own argument (no settings objects across processes).
+    """
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
     if staleness < 0 or epochs < 1 or delay_s < 0 or eval_every < 1:

@@ -229,7 +229,11 @@ def train(dataset: str = "cora", protocol: str = "sync", partitioner: str = "met
           weight_decay: float = 5e-4, seed: int = 0, threshold: float = 0.0, bound: int = 0) -> dict[str, Any]:
     """Run in each of K processes: GCN training with ``protocol``'s exchange.  Returns the
     per-epoch global losses, forward rows sent, measured exchange bytes and seconds; the
-    validation curve; the test accuracy at the best validation accuracy."""
+    validation curve; the test accuracy at the best validation accuracy.
+
+    More than 8 parameters: a rank's entry point for gnnbook.base.launch.run, whose arguments arrive in each
+    process as JSON: each knob is its own argument (no settings objects across processes).
+    """
     import torch.distributed as dist
 
     from ..comm.collectives import Comm

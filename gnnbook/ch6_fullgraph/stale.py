@@ -267,7 +267,11 @@ def train(dataset: str = "cora", mode: str = "pipe", partitioner: str = "metis",
     """Run in each of K processes: GCN training, ``mode`` ``"sync"`` or ``"pipe"``.  Returns the
     global losses, seconds per epoch, the bytes measured over the run, the accuracy at the best
     validation epoch, and (``record_epochs``) the layer-1 rows used and sent.  ``link``: an emulated
-    link for the boundary exchange (see :func:`fit`)."""
+    link for the boundary exchange (see :func:`fit`).
+
+    More than 8 parameters: a rank's entry point for gnnbook.base.launch.run, whose arguments arrive in each
+    process as JSON: each knob is its own argument (no settings objects across processes).
+    """
     import torch.distributed as dist
 
     if mode not in MODES:
@@ -314,6 +318,9 @@ def time_modes(dataset: str = "cora", pairs: int = 3, epochs: int = 30, partitio
         >>> out = run("gnnbook.ch6_fullgraph.stale:time_modes", 2, dict(pairs=2, epochs=20))   # doctest: +SKIP
         >>> out[0]["modes"]                                                               # doctest: +SKIP
         ['sync', 'pipe', 'sync', 'pipe', 'sync']
+
+    More than 8 parameters: a rank's entry point for gnnbook.base.launch.run, whose arguments arrive in each
+    process as JSON: each knob is its own argument (no settings objects across processes).
     """
     import torch.distributed as dist
 

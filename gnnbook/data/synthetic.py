@@ -95,7 +95,11 @@ def synthetic_arrays(
     seed: int = 0,
 ) -> GraphArrays:
     """Generate a graph of ``num_nodes`` with about ``avg_degree`` edges per node
-    (counting both directions).  ``kind`` is ``"powerlaw"`` or ``"sbm"``."""
+    (counting both directions).  ``kind`` is ``"powerlaw"`` or ``"sbm"``.
+
+    More than 8 parameters: each is one property of the generated graph and a load_dataset option that names its
+    cache entry.
+    """
     if kind == "scale":
         raise ValueError("the scale graph has options of its own: call scale_arrays (or load_arrays('scale', ...))")
     if kind not in KINDS:
@@ -188,6 +192,9 @@ def scale_arrays(
         >>> g = scale_arrays(20_000, avg_degree=10, seed=0)  # prints its size on stderr first
         >>> g.num_nodes, 150_000 < g.num_edges <= 200_000
         (20000, True)
+
+    More than 8 parameters: each is one property of the generated graph and a load_dataset option that names its
+    cache entry.
     """
     if num_nodes < 2 or avg_degree <= 0 or num_classes < 1 or num_features < 1:
         raise ValueError("a scale graph needs num_nodes >= 2, avg_degree > 0, num_classes >= 1, num_features >= 1")

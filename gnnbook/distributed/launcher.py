@@ -269,7 +269,11 @@ def plan_job(part_config: str | Path | OpenedPartition, command: list[str], num_
     A local job runs in a private user + network namespace
     (:mod:`gnnbook.base.private_net`) where the kernel allows one
     (``private_network=None``); ``True`` requires it, ``False`` uses the host's
-    loopback (then other users of the host can reach the job's ports)."""
+    loopback (then other users of the host can reach the job's ports).
+
+    More than 8 parameters: one per option of the launch command line (python -m gnnbook launch), which passes
+    them through unchanged.
+    """
     from .partition_files import open_partition  # torch: only when a job is planned
     if mode not in MODES:
         raise LaunchError(f"unknown mode '{mode}'; use one of {', '.join(MODES)}")

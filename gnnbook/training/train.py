@@ -6,7 +6,8 @@ Book: 4.1.1 full-graph training; 2.3 the models' reproduction; 8.2.2 a simple tr
 Used in: chapters/02_gnn_models.ipynb, chapters/04_gnn_training.ipynb,
 chapters/05a_minibatch_training_and_sampling.ipynb, chapters/05e_sampler_accuracy.ipynb,
 chapters/05g_historical_embeddings.ipynb, chapters/08_dgl_practice.ipynb,
-labs/lab02_message_passing.ipynb, labs/lab04_minibatch.ipynb, labs/lab05b_historical_embeddings.ipynb.
+labs/lab02_message_passing.ipynb, labs/lab04_minibatch.ipynb, labs/lab05b_historical_embeddings.ipynb,
+labs/lab10_recommendation.ipynb.
 
 Example:
     >>> from gnnbook.data import load_dataset
