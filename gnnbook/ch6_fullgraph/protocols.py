@@ -53,6 +53,7 @@ import torch
 import torch.nn.functional as F
 
 from ..graph.normalisation import gcn_edge_weights
+from ..training.train import adam_settings
 from .sancus import SkipExchange, check_sancus
 from .subgraph import (HaloExchange, LocalGraph, Plan, global_correct, load_problem, local_graph, shared_assignment,
                        sum_gradients_and_loss)
@@ -225,8 +226,8 @@ def gcn_forward(w: dict[str, torch.Tensor], x: torch.Tensor, aggregate, epoch: i
 
 
 def train(dataset: str = "cora", protocol: str = "sync", partitioner: str = "metis", epochs: int = 100,
-          r: int = 1, p: float = 1.0, eval_every: int = 10, hidden: int = 16, lr: float = 0.01,
-          weight_decay: float = 5e-4, seed: int = 0, threshold: float = 0.0, bound: int = 0) -> dict[str, Any]:
+          r: int = 1, p: float = 1.0, eval_every: int = 10, hidden: int = 16, lr: float | None = None,
+          weight_decay: float | None = None, seed: int = 0, threshold: float = 0.0, bound: int = 0) -> dict[str, Any]:
     """Run in each of K processes: GCN training with ``protocol``'s exchange.  Returns the
     per-epoch global losses, forward rows sent, measured exchange bytes and seconds; the
     validation curve; the test accuracy at the best validation accuracy.
@@ -238,6 +239,8 @@ def train(dataset: str = "cora", protocol: str = "sync", partitioner: str = "met
 
     from ..comm.collectives import Comm
 
+    # None: the model's Adam settings from the course's one table (training.train.TRAIN_DEFAULTS)
+    lr, weight_decay = adam_settings("gcn", lr, weight_decay)
     check_options(protocol, r, p)
     rank = dist.get_rank()
     graph, x, labels, w = load_problem(dataset, "gcn", hidden, seed)

@@ -62,6 +62,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from ..graph.normalisation import gcn_edge_weights
+from ..training.train import adam_settings
 from .subgraph import global_correct, load_problem, sum_gradients_and_loss
 
 MODES = ("1d", "2d")
@@ -393,11 +394,13 @@ def crossover_width(n: int, nnz: int, q: int) -> float:
 # ----- training -----
 
 def train(dataset: str = "cora", mode: str = "1d", ordering: str = "natural", epochs: int = 10, hidden: int = 16,
-          lr: float = 0.01, weight_decay: float = 5e-4, seed: int = 0) -> dict[str, Any]:
+          lr: float | None = None, weight_decay: float | None = None, seed: int = 0) -> dict[str, Any]:
     """Run in each process: a two-layer GCN (no dropout) trained operator-parallel, ``mode``
     ``"1d"`` or ``"2d"``.  Returns the per-epoch global losses, bytes measured and modelled per
     epoch, a per-epoch timeline (compute, SpMM and gather communication, gradient all-reduce),
     the final weights and the accuracies; the same initial weights as :func:`subgraph.reference`."""
+    # None: the model's Adam settings from the course's one table (training.train.TRAIN_DEFAULTS)
+    lr, weight_decay = adam_settings("gcn", lr, weight_decay)
     graph, x, labels, w = load_problem(dataset, "gcn", hidden, seed)
     plan, plan_t, order, offsets, comms = plans(graph, mode, ordering, seed)
     q, world = plan.q, comms["world"]

@@ -46,6 +46,7 @@ import torch
 import torch.nn.functional as F
 
 from ..comm.emulated_link import EmulatedLink, LinkedComm, wire_bytes
+from ..training.train import adam_settings
 from .protocols import Exchange, gcn_forward
 from .subgraph import HaloExchange, LocalGraph, global_correct, load_problem, shared_assignment, sum_gradients_and_loss
 
@@ -181,7 +182,7 @@ def setup(dataset: str, partitioner: str, hidden: int, seed: int) -> Problem:
     return Problem(part, comm, evaluate, x[part.owned], labels[part.owned], masks, totals, w)
 
 
-def fit(problem: Problem, mode: str, epochs: int, lr: float = 0.01, weight_decay: float = 5e-4,
+def fit(problem: Problem, mode: str, epochs: int, lr: float | None = None, weight_decay: float | None = None,
         eval_every: int = 0, record_epochs: int = 0, link: dict[str, float] | None = None) -> dict[str, Any]:
     """Train from ``problem``'s initial weights for ``epochs`` epochs with ``mode``'s exchange; every
     message is waited for before it returns.  Returns the global losses, seconds per epoch, the
@@ -198,6 +199,8 @@ def fit(problem: Problem, mode: str, epochs: int, lr: float = 0.01, weight_decay
         >>> len(out["epoch_s"])                                          # doctest: +SKIP
         5
     """
+    # None: the model's Adam settings from the course's one table (training.train.TRAIN_DEFAULTS)
+    lr, weight_decay = adam_settings("gcn", lr, weight_decay)
     part, comm = problem.part, problem.comm
     emulated = EmulatedLink.from_spec(link)
     if emulated is not None:
@@ -262,8 +265,8 @@ def global_val_test_accuracy(problem: Problem, weights: dict[str, torch.Tensor],
 
 
 def train(dataset: str = "cora", mode: str = "pipe", partitioner: str = "metis", epochs: int = 100,
-          eval_every: int = 10, record_epochs: int = 0, hidden: int = 16, lr: float = 0.01,
-          weight_decay: float = 5e-4, seed: int = 0, link: dict[str, float] | None = None) -> dict[str, Any]:
+          eval_every: int = 10, record_epochs: int = 0, hidden: int = 16, lr: float | None = None,
+          weight_decay: float | None = None, seed: int = 0, link: dict[str, float] | None = None) -> dict[str, Any]:
     """Run in each of K processes: GCN training, ``mode`` ``"sync"`` or ``"pipe"``.  Returns the
     global losses, seconds per epoch, the bytes measured over the run, the accuracy at the best
     validation epoch, and (``record_epochs``) the layer-1 rows used and sent.  ``link``: an emulated
@@ -274,6 +277,8 @@ def train(dataset: str = "cora", mode: str = "pipe", partitioner: str = "metis",
     """
     import torch.distributed as dist
 
+    # None: the model's Adam settings from the course's one table (training.train.TRAIN_DEFAULTS)
+    lr, weight_decay = adam_settings("gcn", lr, weight_decay)
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
     EmulatedLink.from_spec(link)         # a bad spec fails here, before any training
@@ -301,7 +306,7 @@ def train(dataset: str = "cora", mode: str = "pipe", partitioner: str = "metis",
 
 
 def time_modes(dataset: str = "cora", pairs: int = 3, epochs: int = 30, partitioner: str = "metis",
-               hidden: int = 16, lr: float = 0.01, weight_decay: float = 5e-4, seed: int = 0,
+               hidden: int = 16, lr: float | None = None, weight_decay: float | None = None, seed: int = 0,
                link: dict[str, float] | None = None) -> dict[str, Any]:
     """Run in each of K processes: timing runs of both modes in one process, alternating
     ``sync, pipe, sync, ..., sync`` (``pairs`` PipeGCN runs, each between two synchronous ones), every
@@ -324,6 +329,8 @@ def time_modes(dataset: str = "cora", pairs: int = 3, epochs: int = 30, partitio
     """
     import torch.distributed as dist
 
+    # None: the model's Adam settings from the course's one table (training.train.TRAIN_DEFAULTS)
+    lr, weight_decay = adam_settings("gcn", lr, weight_decay)
     if not (isinstance(pairs, int) and pairs >= 1 and epochs >= 2):
         raise ValueError(f"time_modes needs pairs >= 1 and epochs >= 2, got {pairs!r}, {epochs!r}")
     EmulatedLink.from_spec(link)

@@ -51,7 +51,7 @@ import torch
 import torch.nn.functional as F
 
 from ..graph.normalisation import gcn_edge_weights
-from ..training.train import correct_predictions
+from ..training.train import adam_settings, correct_predictions
 
 MODELS = ("gcn", "sage")
 
@@ -245,12 +245,14 @@ def sum_gradients_and_loss(w: dict[str, torch.Tensor], loss: torch.Tensor, all_r
 
 
 def train(dataset: str = "cora", model: str = "gcn", partitioner: str = "metis", epochs: int = 10,
-          hidden: int = 16, lr: float = 0.01, weight_decay: float = 5e-4, seed: int = 0) -> dict[str, Any]:
+          hidden: int = 16, lr: float | None = None, weight_decay: float | None = None, seed: int = 0) -> dict[str, Any]:
     """Run in each of K processes: full-graph training on this process's part plus its halo.
     Returns per-epoch losses (global), halo and gradient bytes measured per epoch, seconds spent
     computing and communicating, the final weights and the test accuracy."""
     import torch.distributed as dist
 
+    # None: the model's Adam settings from the course's one table (training.train.TRAIN_DEFAULTS)
+    lr, weight_decay = adam_settings(model, lr, weight_decay)
     from ..comm.collectives import Comm
 
     rank = dist.get_rank()
@@ -318,12 +320,14 @@ def run_subgraph(dataset: str = "cora", model: str = "gcn", num_parts: int = 2, 
     return run("gnnbook.ch6_fullgraph.subgraph:train", num_parts, args, deadline_s=deadline_s)
 
 
-def reference(dataset: str = "cora", model: str = "gcn", epochs: int = 10, hidden: int = 16, lr: float = 0.01,
-              weight_decay: float = 5e-4, seed: int = 0) -> dict[str, Any]:
+def reference(dataset: str = "cora", model: str = "gcn", epochs: int = 10, hidden: int = 16, lr: float | None = None,
+              weight_decay: float | None = None, seed: int = 0) -> dict[str, Any]:
     """The same training in one process on the whole graph, with DGL's ``GraphConv`` /
     ``SAGEConv`` holding the same initial weights."""
     import dgl.nn as dglnn
 
+    # None: the model's Adam settings from the course's one table (training.train.TRAIN_DEFAULTS)
+    lr, weight_decay = adam_settings(model, lr, weight_decay)
     graph, x, labels, w = load_problem(dataset, model, hidden, seed)
     classes = w["b2"].numel()
     if model == "gcn":

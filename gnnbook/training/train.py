@@ -193,6 +193,18 @@ def training_settings(model_name: str, **overrides: Any) -> dict[str, Any]:
     return settings
 
 
+def adam_settings(model_name: str, lr: float | None = None, weight_decay: float | None = None) -> tuple[float, float]:
+    """Adam's (learning rate, weight decay) for ``model_name``: the given ones, else :data:`TRAIN_DEFAULTS`'s,
+    for the loops whose arguments arrive as JSON (no :class:`Optim` across processes).
+
+    Example:
+        >>> adam_settings("gcn"), adam_settings("gat", lr=0.01)
+        ((0.01, 0.0005), (0.01, 0.0005))
+    """
+    optim = Optim(lr=lr, weight_decay=weight_decay).resolved(model_name)
+    return optim.lr, optim.weight_decay
+
+
 def prepare_graph(graph: dgl.DGLGraph) -> dgl.DGLGraph:
     """Add exactly one self-loop per node, as GCN's renormalisation expects."""
     return dgl.add_self_loop(dgl.remove_self_loop(graph))
