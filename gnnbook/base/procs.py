@@ -19,7 +19,7 @@ first cleans up, then terminates it as it would have.
 Example:
     >>> import sys
     >>> with ProcessGroup(deadline_s=30) as group:
-    ...     group.start("hello", [sys.executable, "-c", "print('hi')"])
+    ...     hello = group.start("hello", [sys.executable, "-c", "print('hi')"])  # a Popen
     ...     codes = group.wait()
     >>> codes
     {'hello': 0}
