@@ -40,17 +40,32 @@ def claim_calls(nb_path: Path):
     cells = [c.source for c in nbformat.read(nb_path, 4).cells if c.cell_type == "code"]
     trees = [ast.parse(src) for src in cells]
     dicts = {}          # NAME = {...}: the string values a claim may take its source from (SOURCE[model])
+    arguments = {}      # NAME = dict(kind=..., source=...): a claim's arguments, passed as claims.add(**NAME, ...)
     for tree in trees:
         for node in ast.walk(tree):
             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Dict):
                 for target in node.targets:
                     if isinstance(target, ast.Name):
                         dicts[target.id] = node.value
+            if (isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                    and isinstance(node.value.func, ast.Name) and node.value.func.id == "dict"):
+                for target in node.targets:
+                    if isinstance(target, ast.Name):
+                        arguments[target.id] = {k.arg: k.value for k in node.value.keywords if k.arg}
     for tree in trees:
         for node in ast.walk(tree):
-            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "add"
+            # claims.add(...) and claims.not_here(...): a claim this run could not test still names its kind and source
+            if (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+                    and node.func.attr in ("add", "not_here")
                     and isinstance(node.func.value, ast.Name) and node.func.value.id == "claims"):
-                keywords = {k.arg: k.value for k in node.keywords}
+                keywords = {}
+                for k in node.keywords:
+                    if k.arg is None:       # **NAME: the arguments of a dict(...) assigned to NAME
+                        assert isinstance(k.value, ast.Name) and k.value.id in arguments, \
+                            f"{nb_path.name}: claims.{node.func.attr}(**...) takes a name assigned dict(kind=..., ...)"
+                        keywords.update(arguments[k.value.id])
+                    else:
+                        keywords[k.arg] = k.value
                 source = keywords.get("source")
                 if isinstance(source, ast.Subscript) and isinstance(source.value, ast.Name):
                     values = dicts[source.value.id].values                 # SOURCE[model]: each value is a source
