@@ -349,7 +349,7 @@ def train(graph: dgl.DGLGraph, method: str = "gas", optim: Optim | None = None, 
     forward, history_cls = hooks.forward, hooks.history_cls
     check_batching(num_parts, clusters_per_batch, graph.num_nodes())
     optim = (optim or Optim()).resolved("gcn")
-    seed, settings = optim.seed, asdict(optim)
+    seed = optim.seed
     if method == "full":
         r = train_node_classifier(graph, "gcn", optim, progress=False)
         return HistoryResult("full", seed, r.test_acc, r.val_acc, r.best_epoch, r.epochs_run,
@@ -360,7 +360,7 @@ def train(graph: dgl.DGLGraph, method: str = "gas", optim: Optim | None = None, 
     feat, labels = g.ndata["feat"], g.ndata["label"]
     masks = {split: g.ndata[f"{split}_mask"] for split in ("train", "val", "test")}
     model = build_model("gcn", feat.shape[1], int(labels.max()) + 1)
-    optimizer = torch.optim.Adam(model.parameters(), lr=settings["lr"], weight_decay=settings["weight_decay"])
+    optimizer = torch.optim.Adam(model.parameters(), lr=optim.lr, weight_decay=optim.weight_decay)
     x = model_input(model, feat)
     history = (history_cls or History)(g.num_nodes(), model.layers[0].bias.shape[0], len(model.layers) - 1) \
         if method == "gas" else None
@@ -370,8 +370,8 @@ def train(graph: dgl.DGLGraph, method: str = "gas", optim: Optim | None = None, 
                epoch_batches(setup, list(range(len(setup.clusters))), clusters_per_batch, generator)]
     if history is not None and refresh_on_eval:
         refresh(history, model, setup, x)
-    best, stale, seconds, epochs_run = BestEpoch(settings["patience"]), [], 0.0, 0
-    for epoch in range(settings["epochs"]):
+    best, stale, seconds, epochs_run = BestEpoch(optim.patience), [], 0.0, 0
+    for epoch in range(optim.epochs):
         model.train()
         start = time.perf_counter()
         if regroup and epoch:

@@ -239,7 +239,6 @@ def train(dataset: str = "cora", protocol: str = "sync", partitioner: str = "met
 
     from ..comm.collectives import Comm
 
-    # None: the model's Adam settings from the course's one table (training.train.TRAIN_DEFAULTS)
     lr, weight_decay = adam_settings("gcn", lr, weight_decay)
     check_options(protocol, r, p)
     rank = dist.get_rank()

@@ -399,7 +399,6 @@ def train(dataset: str = "cora", mode: str = "1d", ordering: str = "natural", ep
     ``"1d"`` or ``"2d"``.  Returns the per-epoch global losses, bytes measured and modelled per
     epoch, a per-epoch timeline (compute, SpMM and gather communication, gradient all-reduce),
     the final weights and the accuracies; the same initial weights as :func:`subgraph.reference`."""
-    # None: the model's Adam settings from the course's one table (training.train.TRAIN_DEFAULTS)
     lr, weight_decay = adam_settings("gcn", lr, weight_decay)
     graph, x, labels, w = load_problem(dataset, "gcn", hidden, seed)
     plan, plan_t, order, offsets, comms = plans(graph, mode, ordering, seed)

@@ -199,8 +199,7 @@ def fit(problem: Problem, mode: str, epochs: int, lr: float | None = None, weigh
         >>> len(out["epoch_s"])                                          # doctest: +SKIP
         5
     """
-    # None: the model's Adam settings from the course's one table (training.train.TRAIN_DEFAULTS)
-    lr, weight_decay = adam_settings("gcn", lr, weight_decay)
+    lr, weight_decay = adam_settings("gcn", lr, weight_decay)  # None: TRAIN_DEFAULTS' (train and time_modes pass theirs on)
     part, comm = problem.part, problem.comm
     emulated = EmulatedLink.from_spec(link)
     if emulated is not None:
@@ -277,8 +276,6 @@ def train(dataset: str = "cora", mode: str = "pipe", partitioner: str = "metis",
     """
     import torch.distributed as dist
 
-    # None: the model's Adam settings from the course's one table (training.train.TRAIN_DEFAULTS)
-    lr, weight_decay = adam_settings("gcn", lr, weight_decay)
     if mode not in MODES:
         raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
     EmulatedLink.from_spec(link)         # a bad spec fails here, before any training
@@ -329,8 +326,6 @@ def time_modes(dataset: str = "cora", pairs: int = 3, epochs: int = 30, partitio
     """
     import torch.distributed as dist
 
-    # None: the model's Adam settings from the course's one table (training.train.TRAIN_DEFAULTS)
-    lr, weight_decay = adam_settings("gcn", lr, weight_decay)
     if not (isinstance(pairs, int) and pairs >= 1 and epochs >= 2):
         raise ValueError(f"time_modes needs pairs >= 1 and epochs >= 2, got {pairs!r}, {epochs!r}")
     EmulatedLink.from_spec(link)

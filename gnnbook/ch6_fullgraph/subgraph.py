@@ -251,10 +251,9 @@ def train(dataset: str = "cora", model: str = "gcn", partitioner: str = "metis",
     computing and communicating, the final weights and the test accuracy."""
     import torch.distributed as dist
 
-    # None: the model's Adam settings from the course's one table (training.train.TRAIN_DEFAULTS)
-    lr, weight_decay = adam_settings(model, lr, weight_decay)
     from ..comm.collectives import Comm
 
+    lr, weight_decay = adam_settings(model, lr, weight_decay)  # None: TRAIN_DEFAULTS of the model
     rank = dist.get_rank()
     graph, x, labels, w = load_problem(dataset, model, hidden, seed)
     assignment = shared_assignment(graph, partitioner, seed)
@@ -326,7 +325,6 @@ def reference(dataset: str = "cora", model: str = "gcn", epochs: int = 10, hidde
     ``SAGEConv`` holding the same initial weights."""
     import dgl.nn as dglnn
 
-    # None: the model's Adam settings from the course's one table (training.train.TRAIN_DEFAULTS)
     lr, weight_decay = adam_settings(model, lr, weight_decay)
     graph, x, labels, w = load_problem(dataset, model, hidden, seed)
     classes = w["b2"].numel()

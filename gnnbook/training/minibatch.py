@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import time
 import warnings
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Sequence
 
 import dgl
@@ -185,7 +185,7 @@ def train_minibatch(graph: dgl.DGLGraph, model_name: str = "sage", optim: Optim 
     """
     optim = (optim or Optim()).resolved(model_name, epochs=MINIBATCH_DEFAULTS["epochs"],
                                         patience=MINIBATCH_DEFAULTS["patience"])
-    seed, settings = optim.seed, asdict(optim)
+    seed = optim.seed
     batches = batches or Batches()
     fanouts, loader, max_batches_per_epoch = batches.fanouts, batches.loader, batches.max_per_epoch
     batch_size = MINIBATCH_DEFAULTS["batch_size"] if batches.batch_size is None else batches.batch_size
@@ -204,7 +204,7 @@ def train_minibatch(graph: dgl.DGLGraph, model_name: str = "sage", optim: Optim 
     if len(train_nodes) == 0:
         raise ValueError("the graph has no training nodes (ndata['train_mask'] is all False)")
     model = build_model(model_name, feat.shape[1], int(labels.max()) + 1, **model_options).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=settings["lr"], weight_decay=settings["weight_decay"])
+    optimizer = torch.optim.Adam(model.parameters(), lr=optim.lr, weight_decay=optim.weight_decay)
     batches = (neighbor_loader(g, train_nodes, fanouts, batch_size, shuffle=True, device=device)
                if loader is None else loader(g, train_nodes))
     x_full = model_input(model, feat)
@@ -214,8 +214,8 @@ def train_minibatch(graph: dgl.DGLGraph, model_name: str = "sage", optim: Optim 
         with torch.no_grad():
             return model(g, x_full)
 
-    best, history, train_seconds, peak_bytes = BestEpoch(settings["patience"]), [], 0.0, 0
-    bar = tqdm(range(settings["epochs"]), desc=f"{model_name} minibatch seed {seed}", disable=not progress, leave=False)
+    best, history, train_seconds, peak_bytes = BestEpoch(optim.patience), [], 0.0, 0
+    bar = tqdm(range(optim.epochs), desc=f"{model_name} minibatch seed {seed}", disable=not progress, leave=False)
     for epoch in bar:
         losses = []
         if device == "cpu":

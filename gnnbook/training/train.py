@@ -235,17 +235,17 @@ def fit_node_classifier(graph: dgl.DGLGraph, model_name: str = "gcn", optim: Opt
         GATConv(...)
     """
     optim = (optim or Optim()).resolved(model_name)
-    seed, settings = optim.seed, asdict(optim)
+    seed = optim.seed
     set_seed(seed)
     g = prepare_graph(graph).to(device)
     feat, labels = g.ndata["feat"], g.ndata["label"]
     masks = {split: g.ndata[f"{split}_mask"] for split in ("train", "val", "test")}
     model = build_model(model_name, feat.shape[1], int(labels.max()) + 1, **model_options).to(device)
-    optimizer = torch.optim.Adam(model.parameters(), lr=settings["lr"], weight_decay=settings["weight_decay"])
+    optimizer = torch.optim.Adam(model.parameters(), lr=optim.lr, weight_decay=optim.weight_decay)
     x = model_input(model, feat)
 
-    best, history, train_seconds = BestEpoch(settings["patience"]), [], 0.0
-    bar = tqdm(range(settings["epochs"]), desc=f"{model_name} seed {seed}", disable=not progress, leave=False)
+    best, history, train_seconds = BestEpoch(optim.patience), [], 0.0
+    bar = tqdm(range(optim.epochs), desc=f"{model_name} seed {seed}", disable=not progress, leave=False)
     with PeakMemory(device) as peak:
         for epoch in bar:
             model.train()
