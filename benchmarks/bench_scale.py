@@ -7,7 +7,7 @@ stored under DGL's example names ``features`` and ``labels``), with the same fan
 per trainer, model (two-layer GraphSAGE, mean aggregator), hidden size, learning rate and epochs,
 on 2 emulated machines x 2 trainers (the course's GraphSAGE with ``--no-input-dropout``: DGL's drops out
 between layers only; and ``--no-neighbour-stats``: DGL's script counts no remote neighbours, which costs the
-course's trainer a read of every sampled edge per step, about 6% of its epoch here), each machine under a memory cgroup that measures its peak
+course's trainer a read of every sampled edge per step, about 3-4% of its epoch here), each machine under a memory cgroup that measures its peak
 (the budget is set high: here it measures, it does not constrain).
 
 - course: ``python -m gnnbook dist-train --part-config ...``;

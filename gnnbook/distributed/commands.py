@@ -231,7 +231,7 @@ TRAIN_HELP = {
     "input_dropout": "GraphSAGE: dropout on the input features as well (default); --no-input-dropout drops out "
                      "between layers only, as DGL's distributed GraphSAGE example does",
     "neighbour_stats": "count the sampled neighbours on another machine each step (default); "
-                       "--no-neighbour-stats leaves that out (about 6%% of a step at 1M nodes)",
+                       "--no-neighbour-stats leaves that out (about 3-4%% of an epoch at 1M nodes)",
     "epochs": "passes over each trainer's training nodes (default: 20)",
     "batch_size": "seed nodes per minibatch, per trainer; the single-process baseline uses batch-size x trainers, "
                   "so both take the same number of steps (default: 4)",

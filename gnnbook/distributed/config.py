@@ -62,7 +62,7 @@ class TrainConfig:
     # (benchmarks/bench_scale.py trains that model); --no-input-dropout.
     input_dropout: bool = True
     # Count each step's sampled neighbours that live on another machine (the result's remote_neighbour_fraction).
-    # It reads every sampled edge: at 1M nodes about 6% of a step.  --no-neighbour-stats leaves it out (fractions
+    # It reads every sampled edge: at 1M nodes about 3-4% of an epoch.  --no-neighbour-stats leaves it out (fractions
     # None), for timing the trainer against DGL's example, which counts nothing (benchmarks/bench_scale.py).
     neighbour_stats: bool = True
     seed: int = 0
