@@ -22,12 +22,12 @@ import os
 import numpy as np
 
 
-def row(method: str, k: int, partitioner: str, ranks: list[dict]) -> dict:
+def row(method: str, k: int, partitioner: str, ranks: list) -> dict:
     """One printed row from the per-rank results of one training."""
     comm_key = "halo_s" if method == "subgraph" else "comm_s"
-    wire = [r["halo_bytes_sent"] if method == "subgraph" else r["epoch_wire_sent"] for r in ranks]
-    epoch = np.max([[sum(t.values()) for t in r["timeline"][1:]] for r in ranks], axis=0)
-    comm = np.max([[t[comm_key] + t["allreduce_s"] for t in r["timeline"][1:]] for r in ranks], axis=0)
+    wire = [r.halo_bytes_sent if method == "subgraph" else r.epoch_wire_sent for r in ranks]
+    epoch = np.max([[sum(t.values()) for t in r.timeline[1:]] for r in ranks], axis=0)
+    comm = np.max([[t[comm_key] + t["allreduce_s"] for t in r.timeline[1:]] for r in ranks], axis=0)
     return {"method": method, "K": k, "partitioner": partitioner, "bytes": sum(w[0] for w in wire),
             "epoch_ms": 1e3 * float(np.median(epoch)), "comm_share": float(np.median(comm / epoch))}
 

@@ -15,27 +15,27 @@ EPOCHS, HIDDEN, WIDTH = 5, 16, 16
 def _check_products(out, ref, n, nnz, processes, mode):
     covered = torch.zeros(n, WIDTH, dtype=torch.bool)
     for o in out:
-        a, b = o["cols"]
-        assert torch.allclose(o["out"], ref["out"][o["rows"], a:b], atol=1e-5)
-        assert torch.allclose(o["grad"], ref["grad"][o["rows"], a:b], atol=1e-5)
-        covered[o["rows"], a:b] = True
+        a, b = o.cols
+        assert torch.allclose(o.out, ref["out"][o.rows, a:b], atol=1e-5)
+        assert torch.allclose(o.grad, ref["grad"][o.rows, a:b], atol=1e-5)
+        covered[o.rows, a:b] = True
         # payload = the formula (gloo's binomial tree), measured wire = payload + gloo's headers
-        assert (o["payload_sent"], o["payload_received"]) == (o["formula_sent"], o["formula_received"]), o
-        assert o["wire_sent"] == o["expected_wire_sent"], o
-        assert o["wire_sent"] > o["payload_sent"]
+        assert (o.payload_sent, o.payload_received) == (o.formula_sent, o.formula_received), o
+        assert o.wire_sent == o.expected_wire_sent, o
+        assert o.wire_sent > o.payload_sent
     assert bool(covered.all())                                  # the blocks tile the whole product
     # summed over processes, what they received is CAGNET's textbook volume
-    assert sum(o["payload_received"] for o in out) == spmm.textbook_bytes(n, nnz, WIDTH, processes)[mode]
+    assert sum(o.payload_received for o in out) == spmm.textbook_bytes(n, nnz, WIDTH, processes)[mode]
 
 
 def _check_training(out, ref):
     for o in out:
-        assert max(abs(a - b) for a, b in zip(o["losses"], ref["losses"])) < 1e-4, (o["losses"], ref["losses"])
-        for name, t in ref["weights"].items():
-            assert torch.allclose(o["weights"][name], t, atol=1e-4), name
-        assert abs(o["test_acc"] - ref["test_acc"]) <= 1e-3 + 1e-9
+        assert max(abs(a - b) for a, b in zip(o.losses, ref.losses)) < 1e-4, (o.losses, ref.losses)
+        for name, t in ref.weights.items():
+            assert torch.allclose(o.weights[name], t, atol=1e-4), name
+        assert abs(o.test_acc - ref.test_acc) <= 1e-3 + 1e-9
         # every epoch: measured socket bytes = gloo's model of the calls made (payload + headers)
-        assert o["epoch_wire_sent"] == [m["wire_sent"] for m in o["epoch_model"]]
+        assert o.epoch_wire_sent == [m["wire_sent"] for m in o.epoch_model]
 
 
 @pytest.mark.timeout(400)
@@ -58,7 +58,7 @@ def test_products_and_training_equal_one_process(processes):
         _check_training(outs[3], train_ref)
         # on Cora at width 16, above the crossover width, 2D moves fewer bytes than 1D
         assert WIDTH > spmm.crossover_width(n, nnz, 2)
-        assert sum(o["payload_received"] for o in outs[2]) < sum(o["payload_received"] for o in outs[0])
+        assert sum(o.payload_received for o in outs[2]) < sum(o.payload_received for o in outs[0])
 
 
 def test_formulas():

@@ -31,22 +31,22 @@ def test_equals_single_process_and_bytes_match_the_formula(model, k, partitioner
                        deadline_s=240)
     ref = reference("cora", model, epochs=EPOCHS, hidden=HIDDEN)
     for o in out:
-        assert max(abs(a - b) for a, b in zip(o["losses"], ref["losses"])) < 1e-4, (o["losses"], ref["losses"])
-        for name, t in ref["weights"].items():
-            assert torch.allclose(o["weights"][name], t, atol=1e-4), (name, float((o["weights"][name] - t).abs().max()))
+        assert max(abs(a - b) for a, b in zip(o.losses, ref.losses)) < 1e-4, (o.losses, ref.losses)
+        for name, t in ref.weights.items():
+            assert torch.allclose(o.weights[name], t, atol=1e-4), (name, float((o.weights[name] - t).abs().max()))
         # same predictions up to at most one test node flipped by float rounding (1000 test nodes)
-        assert abs(o["test_acc"] - ref["test_acc"]) <= 1e-3 + 1e-9
+        assert abs(o.test_acc - ref.test_acc) <= 1e-3 + 1e-9
     # payload: every halo row, every layer, forward and backward, float32
     graph = prepare(load_dataset("cora"), model)
-    halo = partition_metrics(graph, out[0]["assignment"])["halo_sizes"]
-    assert [o["halo"] for o in out] == halo
-    per_epoch_payload = [2 * 4 * HIDDEN * (o["halo_rows_sent"] + o["halo_rows_received"]) for o in out]
+    halo = partition_metrics(graph, out[0].assignment)["halo_sizes"]
+    assert [o.halo for o in out] == halo
+    per_epoch_payload = [2 * 4 * HIDDEN * (o.halo_rows_sent + o.halo_rows_received) for o in out]
     assert sum(per_epoch_payload) == halo_bytes_formula(halo, HIDDEN)
     # measured on the sockets, every epoch: payload + gloo headers (48 B x 3 per message,
     # K-1 messages per all_to_all, 2 layers x forward and backward)
     headers = 4 * 3 * PREAMBLE_BYTES * (k - 1)
     for o, payload in zip(out, per_epoch_payload):
-        assert o["halo_bytes_sent"] == [payload + headers] * EPOCHS, (o["rank"], o["halo_bytes_sent"], payload)
+        assert o.halo_bytes_sent == [payload + headers] * EPOCHS, (o.rank, o.halo_bytes_sent, payload)
 
 
 def test_bad_input_is_named():

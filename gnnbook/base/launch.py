@@ -19,7 +19,8 @@ the Python stack of every thread to its log, which the error shows).  Ranks
 leave together through the store, never while a peer still waits on a
 message.  Each rank's return value comes back through a file
 written with ``torch.save`` and read with ``torch.load(weights_only=True)``:
-return tensors, numbers, strings, and lists/tuples/dicts of them.
+return tensors, numbers, strings, lists/tuples/dicts of them, and dataclasses declared
+with :func:`gnnbook.base.records.record` (they come back as the same class).
 
 The rendezvous store is opened here, in the caller, on a port the kernel
 chooses (port 0), so no other process can take the port between choosing and
@@ -42,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from .procs import ProcessFailed, ProcessGroup
+from .records import from_plain
 
 __all__ = ["run", "run_sequence", "start_ranks", "free_port", "check_spec", "ProcessFailed", "PEER_EXIT_GRACE_S"]
 
@@ -146,7 +148,7 @@ def run(fn: str, world_size: int, args: dict[str, Any] | None = None, deadline_s
             group.wait()
         import torch
 
-        return [torch.load(work / f"result{rank}.pt", weights_only=True) for rank in range(world_size)]
+        return [from_plain(torch.load(work / f"result{rank}.pt", weights_only=True)) for rank in range(world_size)]
     finally:
         del store
         shutil.rmtree(work, ignore_errors=True)

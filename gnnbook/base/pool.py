@@ -43,6 +43,7 @@ from typing import Any
 from . import worker
 from .launch import PEER_EXIT_GRACE_S, check_spec, start_ranks
 from .procs import ProcessFailed, ProcessGroup
+from .records import from_plain, to_plain
 
 __all__ = ["RankPool", "serve"]
 
@@ -98,7 +99,7 @@ class RankPool:
         import torch
 
         paths = [self._work / f"job{n}-rank{rank}.pt" for rank in range(self.world_size)]
-        results = [torch.load(path, weights_only=True) for path in paths]
+        results = [from_plain(torch.load(path, weights_only=True)) for path in paths]
         for path in paths:
             path.unlink()
         return results
@@ -151,6 +152,6 @@ def serve(work: str) -> None:
         dist.barrier()
         result = worker.load_function(spec)(**args)
         path = Path(work) / f"job{n}-rank{rank}.pt"
-        torch.save(result, path.with_suffix(".tmp"))
+        torch.save(to_plain(result), path.with_suffix(".tmp"))
         path.with_suffix(".tmp").rename(path)  # whole or absent
         store.add(_DONE.format(n), 1)

@@ -31,6 +31,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from .records import to_plain
+
 
 def load_function(spec: str) -> Callable[..., Any]:
     """``"pkg.module:name"`` or ``"/path/to/file.py:name"`` -> the function."""
@@ -131,7 +133,7 @@ def main(argv: list[str]) -> int:
         init_from_env()
     result = fn(**args)
     tmp = Path(result_path + ".tmp")
-    torch.save(result, tmp)
+    torch.save(to_plain(result), tmp)  # declared records as plain dicts (gnnbook.base.records)
     tmp.rename(result_path)
     faulthandler.cancel_dump_traceback_later()
     if init_dist:

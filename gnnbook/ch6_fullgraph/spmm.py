@@ -47,7 +47,7 @@ all-reduces the gradient along the row).  Weights are replicated, their gradient
 Example:
     >>> from gnnbook.base.launch import run
     >>> out = run("gnnbook.ch6_fullgraph.spmm:product", 4, {"mode": "2d"}, deadline_s=120)   # doctest: +SKIP
-    >>> all(o["payload_received"] == o["formula_received"] for o in out)                 # doctest: +SKIP
+    >>> all(o.payload_received == o.formula_received for o in out)                       # doctest: +SKIP
     True
 """
 from __future__ import annotations
@@ -61,6 +61,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from ..base.records import record
 from ..graph.normalisation import gcn_edge_weights
 from ..training.train import adam_settings
 from .subgraph import global_correct, load_problem, sum_gradients_and_loss
@@ -291,8 +292,27 @@ def _expected(comms: dict) -> tuple[int, int, int]:
 
 # ----- one product, for the byte formulas -----
 
+@record
+@dataclass
+class ProductRank:
+    """One process's part of :func:`product`: its output blocks, where they sit, and its bytes."""
+
+    rank: int
+    rows: torch.Tensor  # the whole matrix's rows this process holds (node ids, dataset order)
+    cols: tuple[int, int]  # the column range it holds (2D splits the columns too)
+    out: torch.Tensor  # its block of A_hat H
+    grad: torch.Tensor  # its block of A_hat^T G
+    wire_sent: int  # measured on its sockets during the forward product
+    wire_received: int
+    payload_sent: int  # gloo_bytes' model of the calls made
+    payload_received: int
+    expected_wire_sent: int
+    formula_sent: int  # the 1D / 2D formula (bytes_1d, bytes_2d)
+    formula_received: int
+
+
 def product(dataset: str = "cora", mode: str = "1d", width: int = 16, ordering: str = "natural",
-            seed: int = 0) -> dict[str, Any]:
+            seed: int = 0) -> ProductRank:
     """Run in each process: ``Z = A_hat H`` for a seeded ``H`` (``n x width``) and the gradient
     ``A_hat^T G`` of ``sum(Z * G)`` for a seeded ``G``; this process's output blocks, where they
     sit in the whole matrix, and the bytes its sockets carried for the forward product alone."""
@@ -313,11 +333,11 @@ def product(dataset: str = "cora", mode: str = "1d", width: int = 16, ordering: 
     c = 0 if mode == "1d" else dist.get_rank() % plan.q
     widths = [width] if mode == "1d" else column_blocks(width, plan.q)
     formula = (bytes_1d if mode == "1d" else bytes_2d)(plan.sizes, width, plan.nnz, dist.get_rank())
-    return dict(rank=dist.get_rank(), rows=order[offsets[r]:offsets[r + 1]],
-                cols=(sum(widths[:c]), sum(widths[:c + 1])), out=z.detach(), grad=h.grad,
-                wire_sent=world.windows["forward"][0], wire_received=world.windows["forward"][1],
-                payload_sent=after[0] - before[0], payload_received=after[1] - before[1],
-                expected_wire_sent=after[2] - before[2], formula_sent=formula[0], formula_received=formula[1])
+    return ProductRank(rank=dist.get_rank(), rows=order[offsets[r]:offsets[r + 1]],
+                       cols=(sum(widths[:c]), sum(widths[:c + 1])), out=z.detach(), grad=h.grad,
+                       wire_sent=world.windows["forward"][0], wire_received=world.windows["forward"][1],
+                       payload_sent=after[0] - before[0], payload_received=after[1] - before[1],
+                       expected_wire_sent=after[2] - before[2], formula_sent=formula[0], formula_received=formula[1])
 
 
 def product_reference(dataset: str = "cora", width: int = 16, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -393,12 +413,28 @@ def crossover_width(n: int, nnz: int, q: int) -> float:
 
 # ----- training -----
 
+@record
+@dataclass
+class OperatorRank:
+    """What one of :func:`train`'s processes measured (:func:`run_operator` lists them in rank order)."""
+
+    rank: int
+    mode: str  # "1d" or "2d"
+    ordering: str
+    losses: list[float]  # the global training loss, per epoch
+    epoch_wire_sent: list[int]  # bytes on this process's sockets, per epoch
+    epoch_model: list[dict[str, int]]  # per epoch, gloo's model of the calls made: payload_sent, payload_received, wire_sent
+    timeline: list[dict[str, float]]  # per epoch: compute_s, comm_s, allreduce_s
+    sizes: list[int]  # rows of each block of the matrix
+    val_acc: float
+    test_acc: float
+    weights: dict[str, torch.Tensor]
+
+
 def train(dataset: str = "cora", mode: str = "1d", ordering: str = "natural", epochs: int = 10, hidden: int = 16,
-          lr: float | None = None, weight_decay: float | None = None, seed: int = 0) -> dict[str, Any]:
+          lr: float | None = None, weight_decay: float | None = None, seed: int = 0) -> OperatorRank:
     """Run in each process: a two-layer GCN (no dropout) trained operator-parallel, ``mode``
-    ``"1d"`` or ``"2d"``.  Returns the per-epoch global losses, bytes measured and modelled per
-    epoch, a per-epoch timeline (compute, SpMM and gather communication, gradient all-reduce),
-    the final weights and the accuracies; the same initial weights as :func:`subgraph.reference`."""
+    ``"1d"`` or ``"2d"``, from the same initial weights as :func:`subgraph.reference`."""
     lr, weight_decay = adam_settings("gcn", lr, weight_decay)
     graph, x, labels, w = load_problem(dataset, "gcn", hidden, seed)
     plan, plan_t, order, offsets, comms = plans(graph, mode, ordering, seed)
@@ -448,15 +484,16 @@ def train(dataset: str = "cora", mode: str = "1d", ordering: str = "natural", ep
                              comm_s=seconds[0], allreduce_s=allreduce))
     with torch.no_grad():
         correct = global_correct(forward([0.0]), y_own, masks) / q     # q processes hold each row
-    return dict(rank=dist.get_rank(), mode=mode, ordering=ordering, losses=losses, epoch_wire_sent=wire,
-                epoch_model=model, timeline=timeline, sizes=plan.sizes,
-                val_acc=round(float(correct[0])) / totals["val"], test_acc=round(float(correct[1])) / totals["test"],
-                weights={name: t.detach() for name, t in w.items()})
+    return OperatorRank(rank=dist.get_rank(), mode=mode, ordering=ordering, losses=losses, epoch_wire_sent=wire,
+                        epoch_model=model, timeline=timeline, sizes=plan.sizes,
+                        val_acc=round(float(correct[0])) / totals["val"],
+                        test_acc=round(float(correct[1])) / totals["test"],
+                        weights={name: t.detach() for name, t in w.items()})
 
 
 def run_operator(dataset: str = "cora", mode: str = "1d", processes: int = 4, ordering: str = "natural",
                  epochs: int = 10, hidden: int = 16, seed: int = 0, deadline_s: float = 120.0,
-                 **options: Any) -> list[dict[str, Any]]:
+                 **options: Any) -> list[OperatorRank]:
     """:func:`train` on ``processes`` real processes; ValueError for a bad mode, a non-square
     2D grid or an unknown ordering, before anything starts."""
     from ..base.launch import run

@@ -37,7 +37,7 @@ and the final weights agree to float tolerance.
 Example:
     >>> out = run_subgraph("cora", "gcn", num_parts=2, epochs=5)        # doctest: +SKIP
     >>> ref = reference("cora", "gcn", epochs=5)                        # doctest: +SKIP
-    >>> max(abs(a - b) for a, b in zip(out[0]["losses"], ref["losses"])) < 1e-4   # doctest: +SKIP
+    >>> max(abs(a - b) for a, b in zip(out[0].losses, ref.losses)) < 1e-4   # doctest: +SKIP
     True
 """
 from __future__ import annotations
@@ -50,10 +50,44 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from ..base.records import record
 from ..graph.normalisation import gcn_edge_weights
 from ..training.train import adam_settings, correct_predictions
 
 MODELS = ("gcn", "sage")
+
+
+@record
+@dataclass
+class RankRun:
+    """What one of :func:`train`'s K processes measured (:func:`run_subgraph` lists them in rank order)."""
+
+    rank: int
+    losses: list[float]  # the global training loss, per epoch
+    halo_bytes_sent: list[int]  # measured on this process's sockets, per epoch
+    gradient_bytes_sent: list[int]
+    timeline: list[dict[str, float]]  # per epoch: compute_s, halo_s, allreduce_s
+    owned: int  # nodes of this process's part
+    halo: int  # remote in-neighbours it receives rows of
+    halo_rows_sent: int
+    halo_rows_received: int
+    val_acc: float  # global accuracy after the last epoch (every process gives the same)
+    test_acc: float
+    weights: dict[str, torch.Tensor]  # final, identical on every process
+    assignment: torch.Tensor  # every node's part
+    all_to_all_calls: int
+    all_to_all_payload_sent: int
+    all_to_all_headers_sent: int
+
+
+@dataclass
+class ReferenceRun:
+    """:func:`reference`'s one-process training: what each process of :func:`train` should match."""
+
+    losses: list[float]
+    weights: dict[str, torch.Tensor]
+    val_acc: float
+    test_acc: float
 
 
 def prepare(graph, model: str):
@@ -245,10 +279,8 @@ def sum_gradients_and_loss(w: dict[str, torch.Tensor], loss: torch.Tensor, all_r
 
 
 def train(dataset: str = "cora", model: str = "gcn", partitioner: str = "metis", epochs: int = 10,
-          hidden: int = 16, lr: float | None = None, weight_decay: float | None = None, seed: int = 0) -> dict[str, Any]:
-    """Run in each of K processes: full-graph training on this process's part plus its halo.
-    Returns per-epoch losses (global), halo and gradient bytes measured per epoch, seconds spent
-    computing and communicating, the final weights and the test accuracy."""
+          hidden: int = 16, lr: float | None = None, weight_decay: float | None = None, seed: int = 0) -> RankRun:
+    """Run in each of K processes: full-graph training on this process's part plus its halo."""
     import torch.distributed as dist
 
     from ..comm.collectives import Comm
@@ -288,7 +320,7 @@ def train(dataset: str = "cora", model: str = "gcn", partitioner: str = "metis",
     with torch.no_grad(), comm.window("evaluate"):
         correct = global_correct(forward(model, w, x_own, part, comm, [0.0]), y_own, masks)
     summary = comm.summary()
-    return dict(rank=rank, losses=losses, halo_bytes_sent=halo_bytes, gradient_bytes_sent=grad_bytes,
+    return RankRun(rank=rank, losses=losses, halo_bytes_sent=halo_bytes, gradient_bytes_sent=grad_bytes,
                 timeline=rows, owned=len(part.owned), halo=len(part.halo),
                 halo_rows_sent=sum(part.send_counts), halo_rows_received=sum(part.recv_counts),
                 val_acc=float(correct[0]) / totals["val"], test_acc=float(correct[1]) / totals["test"],
@@ -300,7 +332,7 @@ def train(dataset: str = "cora", model: str = "gcn", partitioner: str = "metis",
 
 def run_subgraph(dataset: str = "cora", model: str = "gcn", num_parts: int = 2, partitioner: str = "metis",
                  epochs: int = 10, hidden: int = 16, seed: int = 0, deadline_s: float = 120.0,
-                 **options: Any) -> list[dict[str, Any]]:
+                 **options: Any) -> list[RankRun]:
     """:func:`train` on ``num_parts`` real processes (gloo); the per-rank results, rank order.
     Raises ValueError for ``num_parts`` outside ``1..N``, an unknown model or partitioner."""
     from ..data import load_dataset
@@ -320,7 +352,7 @@ def run_subgraph(dataset: str = "cora", model: str = "gcn", num_parts: int = 2, 
 
 
 def reference(dataset: str = "cora", model: str = "gcn", epochs: int = 10, hidden: int = 16, lr: float | None = None,
-              weight_decay: float | None = None, seed: int = 0) -> dict[str, Any]:
+              weight_decay: float | None = None, seed: int = 0) -> ReferenceRun:
     """The same training in one process on the whole graph, with DGL's ``GraphConv`` /
     ``SAGEConv`` holding the same initial weights."""
     import dgl.nn as dglnn
@@ -360,4 +392,4 @@ def reference(dataset: str = "cora", model: str = "gcn", epochs: int = 10, hidde
         attr = {"S": "fc_self", "N": "fc_neigh"}
         weights = {name: (getattr(layers[int(name[1]) - 1], attr[name[0]]).weight.detach().T if name[0] in attr
                           else layers[int(name[1]) - 1].fc_self.bias.detach()) for name in w}
-    return dict(losses=losses, weights=weights, val_acc=acc["val"], test_acc=acc["test"])
+    return ReferenceRun(losses=losses, weights=weights, val_acc=acc["val"], test_acc=acc["test"])
