@@ -49,31 +49,31 @@ def test_delay_one_and_sampling_one_equal_synchronous_and_bytes_match():
     outs = dict(zip(configs, run_sequence(jobs, 2, deadline_s=240)))
     sync, pre, cd1, bns1, cd3, bns3 = outs.values()
     def same(a, b, tol):      # bit for bit on the same partition (METIS may number the parts the other way)
-        if torch.equal(a[0]["assignment"], b[0]["assignment"]) and tol == 0:
-            return a[0]["losses"] == b[0]["losses"]
-        return max(abs(x - y) for x, y in zip(a[0]["losses"], b[0]["losses"])) < max(tol, 1e-6)
+        if torch.equal(a[0].assignment, b[0].assignment) and tol == 0:
+            return a[0].losses == b[0].losses
+        return max(abs(x - y) for x, y in zip(a[0].losses, b[0].losses)) < max(tol, 1e-6)
 
     assert same(bns1, sync, 0)                   # p = 1: the same computation
     assert same(cd1, pre, 0)                     # r = 1: plain pre-aggregation
     assert same(cd1, sync, 1e-5)                 # pre-summing only reorders the float additions
     g = prepare(load_dataset("cora"), "gcn")
     for out in outs.values():
-        pairs, _, halo = boundary_pairs(g, out[0]["assignment"])
+        pairs, _, halo = boundary_pairs(g, out[0].assignment)
         if out is pre:
-            assert sum(o["rows_sent"][0] for o in out) == 2 * sum(pairs)      # 2 layers, one row per pair
+            assert sum(o.rows_sent[0] for o in out) == 2 * sum(pairs)      # 2 layers, one row per pair
         if out is sync:
-            assert sum(o["rows_sent"][0] for o in out) == 2 * sum(halo)
+            assert sum(o.rows_sent[0] for o in out) == 2 * sum(halo)
         for e in range(EPOCHS):
-            rows = [o["rows_sent"][e] for o in out]
+            rows = [o.rows_sent[e] for o in out]
             # rank r sends its forward rows and, backward, the gradients of the rows it received
             payloads = [(rows[r] + rows[1 - r]) * HIDDEN * 4 for r in range(2)]
             for o, payload in zip(out, payloads):
-                assert o["exchange_wire_sent"][e] == payload + 4 * 3 * PREAMBLE_BYTES, (o["protocol"], e)
+                assert o.exchange_wire_sent[e] == payload + 4 * 3 * PREAMBLE_BYTES, (o.protocol, e)
             assert sum(payloads) == exchange_bytes_formula(sum(rows) // 2, HIDDEN)      # rows per layer
     # the delayed and the sampled exchanges send fewer rows after the first epoch
-    assert all(sum(o["rows_sent"][e] for o in cd3) < 0.5 * sum(o["rows_sent"][0] for o in cd3)
+    assert all(sum(o.rows_sent[e] for o in cd3) < 0.5 * sum(o.rows_sent[0] for o in cd3)
                for e in range(1, EPOCHS))
-    assert all(sum(o["rows_sent"][e] for o in bns3) < 0.5 * sum(o["rows_sent"][0] for o in sync)
+    assert all(sum(o.rows_sent[e] for o in bns3) < 0.5 * sum(o.rows_sent[0] for o in sync)
                for e in range(EPOCHS))
 
 
@@ -84,14 +84,14 @@ def test_pipegcn_is_exactly_one_epoch_stale_and_bytes_match():
     sync, pipe = run_sequence(jobs, 2, deadline_s=240)
     assert staleness(sync)["embeddings"] == [0] * EPOCHS
     assert staleness(pipe) == {"embeddings": [0] + [1] * (EPOCHS - 1), "gradients": [-1] + [1] * (EPOCHS - 1)}
-    assert pipe[0]["losses"][0] == sync[0]["losses"][0] and pipe[0]["losses"][1] != sync[0]["losses"][1]
+    assert pipe[0].losses[0] == sync[0].losses[0] and pipe[0].losses[1] != sync[0].losses[1]
     for out in (sync, pipe):
         for o in out:
-            payload = EPOCHS * 2 * (o["halo_rows_sent"] + o["halo_rows_received"]) * HIDDEN * 4
-            assert o["halo_payload_sent"] == payload
+            payload = EPOCHS * 2 * (o.halo_rows_sent + o.halo_rows_received) * HIDDEN * 4
+            assert o.halo_payload_sent == payload
             # measured on the sockets over the run: halo (payload + gloo headers) + gradient all-reduce
-            assert o["training_wire_sent"] == o["halo_expected_sent"] + o["all_reduce_expected"]
-        assert o["halo_expected_sent"] - o["halo_payload_sent"] == EPOCHS * 4 * 3 * PREAMBLE_BYTES
+            assert o.training_wire_sent == o.halo_expected_sent + o.all_reduce_expected
+        assert o.halo_expected_sent - o.halo_payload_sent == EPOCHS * 4 * 3 * PREAMBLE_BYTES
 
 
 @pytest.mark.timeout(300)
@@ -99,9 +99,9 @@ def test_timing_runs_alternate_and_each_starts_afresh():
     out = run_sequence([("gnnbook.ch6_fullgraph.stale:time_modes", dict(dataset="cora", pairs=2, epochs=4, hidden=HIDDEN))],
                        2, deadline_s=240)[0]
     for o in out:
-        assert o["modes"] == ["sync", "pipe", "sync", "pipe", "sync"]
-        assert all(len(e) == 4 for e in o["epoch_s"]) and all(w >= 0 for w in o["wait_s"] + o["allreduce_s"])
-    losses = out[0]["losses"]
+        assert o.modes == ["sync", "pipe", "sync", "pipe", "sync"]
+        assert all(len(e) == 4 for e in o.epoch_s) and all(w >= 0 for w in o.wait_s + o.allreduce_s)
+    losses = out[0].losses
     # every run starts from the same weights: the synchronous runs repeat bit for bit, PipeGCN leaves them at epoch 1
     assert losses[0] == losses[2] == losses[4] and losses[1] == losses[3]
     assert losses[1][0] == losses[0][0] and losses[1][1] != losses[0][1]
@@ -132,18 +132,18 @@ def test_sancus_bound_zero_is_synchronous_and_skips_stay_within_the_bound():
     jobs = [("gnnbook.ch6_fullgraph.protocols:train", dict(dataset="cora", epochs=8, hidden=HIDDEN, eval_every=8, lr=0.05,
                                                         **c)) for c in configs]
     sync, never, skipping = run_sequence(jobs, 2, deadline_s=240)
-    if torch.equal(sync[0]["assignment"], never[0]["assignment"]):
-        assert never[0]["losses"] == sync[0]["losses"]
-    assert max(abs(a - b) for a, b in zip(never[0]["losses"], sync[0]["losses"])) < 1e-6
-    assert max(max(o["sancus_skips"]) for o in skipping) == 2     # a huge threshold: only the bound forces a send
-    assert sum(sum(o["rows_sent"]) for o in skipping) < sum(sum(o["rows_sent"]) for o in sync)
+    if torch.equal(sync[0].assignment, never[0].assignment):
+        assert never[0].losses == sync[0].losses
+    assert max(abs(a - b) for a, b in zip(never[0].losses, sync[0].losses)) < 1e-6
+    assert max(max(o.sancus_skips) for o in skipping) == 2     # a huge threshold: only the bound forces a send
+    assert sum(sum(o.rows_sent) for o in skipping) < sum(sum(o.rows_sent) for o in sync)
     for out in (never, skipping):
         for e in range(8):
-            rows = [o["rows_sent"][e] for o in out]
+            rows = [o.rows_sent[e] for o in out]
             for r, o in enumerate(out):
                 flags = all_reduce(16, 8, 2, r).wire_sent                   # the send/skip decisions, 2 x int64
                 payload = (rows[r] + rows[1 - r]) * HIDDEN * 4
-                assert o["exchange_wire_sent"][e] == payload + 4 * 3 * PREAMBLE_BYTES + 2 * flags
+                assert o.exchange_wire_sent[e] == payload + 4 * 3 * PREAMBLE_BYTES + 2 * flags
 
 
 def test_sancus_bad_input_is_named():

@@ -47,25 +47,58 @@ Example:
     >>> from gnnbook.base.launch import run
     >>> out = run("gnnbook.ch6_fullgraph.async_ps:train", 3, dict(mode="async", epochs=10, delay_s=0.0),
     ...           deadline_s=120)                                                       # doctest: +SKIP
-    >>> out[0]["updates"], len(out[1]["epoch_s"])                                      # doctest: +SKIP
+    >>> out[0].updates, len(out[1].epoch_s)                                            # doctest: +SKIP
     (20, 10)
 """
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from ..base.records import record
 from ..training.train import correct_predictions
 from .subgraph import LocalGraph, load_problem, local_graph, shared_assignment
 
-__all__ = ["MODES", "train", "straggler_schedule"]
+__all__ = ["MODES", "train", "straggler_schedule", "ServerRun", "WorkerRun"]
 
 MODES = ("sync", "async")
 _INIT, _GRADIENT = 0.0, 1.0
+
+
+@record
+@dataclass
+class ServerRun:
+    """What :func:`train`'s rank 0, the parameter server, measured."""
+
+    mode: str
+    staleness: int
+    wall_s: float  # the whole run
+    epoch_s: float  # wall_s per epoch
+    updates: int  # optimiser steps it applied
+    weight_lag: list[int]  # per push: updates applied since the pushing worker pulled its weights
+    curve: list[tuple[int, float, float]]  # (update, validation, test accuracy) every eval_every updates
+    best_val: float
+    test_at_best_val: float
+    best_update: int
+
+
+@record
+@dataclass
+class WorkerRun:
+    """What one of :func:`train`'s workers (ranks 1..K) measured."""
+
+    worker: int
+    epoch_s: list[float]  # seconds per iteration
+    seconds: float
+    waited_s: float  # for the server's answers
+    halo_lag: list[int]  # per iteration: how many iterations old the halo rows it used were (the oldest peer)
+    slowed: int  # iterations it was the injected straggler
+    losses: list[float]
 
 
 def straggler_schedule(workers: int, iterations: int, seed: int = 0) -> list[int]:
@@ -97,7 +130,7 @@ def _segment(counts: list[int], peer: int) -> slice:
 
 def train(dataset: str = "cora", mode: str = "async", staleness: int = 4, epochs: int = 60, delay_s: float = 0.05,
           partitioner: str = "metis", hidden: int = 16, lr: float = 0.05, weight_decay: float = 5e-4,
-          eval_every: int = 5, seed: int = 0) -> dict[str, Any]:
+          eval_every: int = 5, seed: int = 0) -> ServerRun | WorkerRun:
     """Run in each of K + 1 processes (rank 0 the server).  The server returns the run's wall time, the
     updates it applied, their weight lags and the accuracy; each worker its seconds per iteration, the
     time it waited for the server, the lag of the halo rows it used and how often it was slowed.
@@ -125,7 +158,7 @@ def train(dataset: str = "cora", mode: str = "async", staleness: int = 4, epochs
 
 
 def _work(k: int, parts: list[LocalGraph], x, labels, graph, w0, epochs: int, delay_s: float, seed: int,
-          hidden: int, shapes: dict[str, int]) -> dict[str, Any]:
+          hidden: int, shapes: dict[str, int]) -> WorkerRun:
     part, workers = parts[k], len(parts)
     x_all = x[torch.cat([part.owned, part.halo])]          # this part's and its halo's input features
     y = labels[part.owned]
@@ -176,12 +209,12 @@ def _work(k: int, parts: list[LocalGraph], x, labels, graph, w0, epochs: int, de
         waited_s += time.perf_counter() - wait_start
         losses.append(float(loss))
         epoch_s.append(time.perf_counter() - began)
-    return dict(worker=k, epoch_s=epoch_s, seconds=time.perf_counter() - start, waited_s=waited_s,
-                halo_lag=halo_lag, slowed=sum(slowed), losses=losses)
+    return WorkerRun(worker=k, epoch_s=epoch_s, seconds=time.perf_counter() - start, waited_s=waited_s,
+                     halo_lag=halo_lag, slowed=sum(slowed), losses=losses)
 
 
 def _serve(graph, x, labels, w0, parts: list[LocalGraph], mode: str, staleness: int, epochs: int, lr: float,
-           weight_decay: float, eval_every: int, hidden: int, shapes: dict[str, int]) -> dict[str, Any]:
+           weight_decay: float, eval_every: int, hidden: int, shapes: dict[str, int]) -> ServerRun:
     workers, size = len(parts), sum(t.numel() for t in w0.values())
     w = {n: t.clone().requires_grad_(True) for n, t in w0.items()}
     opt = torch.optim.Adam(w.values(), lr=lr if mode == "sync" else lr / workers, weight_decay=weight_decay)
@@ -261,8 +294,8 @@ def _serve(graph, x, labels, w0, parts: list[LocalGraph], mode: str, staleness: 
     wall_s = time.perf_counter() - wall_start
     snapshots[updates] = {n: t.detach().clone() for n, t in w.items()}
     curve, best = _evaluate(graph, x, labels, snapshots)
-    return dict(mode=mode, staleness=staleness, wall_s=wall_s, epoch_s=wall_s / epochs, updates=updates,
-                weight_lag=weight_lag, curve=curve, best_val=best[0], test_at_best_val=best[1], best_update=best[2])
+    return ServerRun(mode=mode, staleness=staleness, wall_s=wall_s, epoch_s=wall_s / epochs, updates=updates,
+                     weight_lag=weight_lag, curve=curve, best_val=best[0], test_at_best_val=best[1], best_update=best[2])
 
 
 def _evaluate(graph, x, labels, snapshots: dict[int, dict[str, torch.Tensor]]):

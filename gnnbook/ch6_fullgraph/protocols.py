@@ -40,7 +40,7 @@ validation accuracy is reported.
 
 Example:
     >>> out = run_protocol("cora", "cdr", r=4, epochs=50)                 # doctest: +SKIP
-    >>> out[0]["test_at_best_val"]                                       # doctest: +SKIP
+    >>> out[0].test_at_best_val                                          # doctest: +SKIP
     0.79
 """
 from __future__ import annotations
@@ -52,6 +52,7 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from ..base.records import record
 from ..graph.normalisation import gcn_edge_weights
 from ..training.train import adam_settings
 from .sancus import SkipExchange, check_sancus
@@ -59,6 +60,30 @@ from .subgraph import (HaloExchange, LocalGraph, Plan, global_correct, load_prob
                        sum_gradients_and_loss)
 
 PROTOCOLS = ("sync", "preagg", "cdr", "bns", "sancus")
+
+
+@record
+@dataclass
+class ProtocolRank:
+    """What one of :func:`train`'s processes measured (:func:`run_protocol` lists them in rank order)."""
+
+    rank: int
+    protocol: str
+    r: int  # CDR's delay
+    p: float  # BNS's keep probability
+    losses: list[float]  # the global training loss, per epoch
+    rows_sent: list[int]  # forward rows this process sent, per epoch
+    exchange_wire_sent: list[int]  # bytes its sockets carried for the exchange, per epoch
+    epoch_s: list[float]
+    curve: list[tuple[int, float, float]]  # (epoch, validation, test accuracy) every eval_every epochs
+    best_val: float
+    test_at_best_val: float
+    best_epoch: int
+    final_test: float
+    all_to_all_calls: int
+    assignment: torch.Tensor  # every node's part
+    exchange_seconds: float
+    sancus_skips: list[int]  # Sancus: consecutive skips after each exchange call (empty for the other protocols)
 
 
 def check_options(protocol: str, r: int = 1, p: float = 1.0) -> None:
@@ -227,10 +252,10 @@ def gcn_forward(w: dict[str, torch.Tensor], x: torch.Tensor, aggregate, epoch: i
 
 def train(dataset: str = "cora", protocol: str = "sync", partitioner: str = "metis", epochs: int = 100,
           r: int = 1, p: float = 1.0, eval_every: int = 10, hidden: int = 16, lr: float | None = None,
-          weight_decay: float | None = None, seed: int = 0, threshold: float = 0.0, bound: int = 0) -> dict[str, Any]:
-    """Run in each of K processes: GCN training with ``protocol``'s exchange.  Returns the
-    per-epoch global losses, forward rows sent, measured exchange bytes and seconds; the
-    validation curve; the test accuracy at the best validation accuracy.
+          weight_decay: float | None = None, seed: int = 0, threshold: float = 0.0, bound: int = 0) -> ProtocolRank:
+    """Run in each of K processes: GCN training with ``protocol``'s exchange: the per-epoch global
+    losses, forward rows sent, measured exchange bytes and seconds; the validation curve; the test
+    accuracy at the best validation accuracy.
 
     More than 8 parameters: a rank's entry point for gnnbook.base.launch.run, whose arguments arrive in each
     process as JSON: each knob is its own argument (no settings objects across processes).
@@ -283,16 +308,15 @@ def train(dataset: str = "cora", protocol: str = "sync", partitioner: str = "met
             if val > best[0]:
                 best = (val, test, epoch + 1)
     summary = comm.summary()
-    return dict(rank=rank, protocol=protocol, r=r, p=p, losses=losses, rows_sent=rows, exchange_wire_sent=wire,
-                epoch_s=seconds, curve=curve, best_val=best[0], test_at_best_val=best[1], best_epoch=best[2],
-                final_test=curve[-1][2],
-                all_to_all_calls=summary["by_op"]["all_to_all"]["calls"],
-                assignment=assignment, exchange_seconds=exchange.seconds[0],
-                sancus_skips=getattr(exchange, "skip_history", []))
+    return ProtocolRank(rank=rank, protocol=protocol, r=r, p=p, losses=losses, rows_sent=rows, exchange_wire_sent=wire,
+                        epoch_s=seconds, curve=curve, best_val=best[0], test_at_best_val=best[1], best_epoch=best[2],
+                        final_test=curve[-1][2], all_to_all_calls=summary["by_op"]["all_to_all"]["calls"],
+                        assignment=assignment, exchange_seconds=exchange.seconds[0],
+                        sancus_skips=getattr(exchange, "skip_history", []))
 
 
 def run_protocol(dataset: str = "cora", protocol: str = "sync", num_parts: int = 2, epochs: int = 100,
-                 r: int = 1, p: float = 1.0, deadline_s: float = 180.0, **options: Any) -> list[dict[str, Any]]:
+                 r: int = 1, p: float = 1.0, deadline_s: float = 180.0, **options: Any) -> list[ProtocolRank]:
     """:func:`train` on ``num_parts`` real processes; the per-rank results.  Bad options raise
     ValueError before anything starts."""
     from ..base.launch import run

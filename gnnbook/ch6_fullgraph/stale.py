@@ -45,12 +45,66 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
+from ..base.records import record
 from ..comm.emulated_link import EmulatedLink, LinkedComm, wire_bytes
 from ..training.train import adam_settings
 from .protocols import Exchange, gcn_forward
 from .subgraph import HaloExchange, LocalGraph, global_correct, load_problem, shared_assignment, sum_gradients_and_loss
 
 MODES = ("sync", "pipe")
+
+
+@record
+@dataclass
+class StaleRank:
+    """What one of :func:`train`'s processes measured (:func:`run_stale` lists them in rank order)."""
+
+    rank: int
+    mode: str  # "sync" or "pipe"
+    losses: list[float]  # the global training loss, per epoch
+    epoch_s: list[float]
+    wait_s: float  # waiting for the boundary exchange, over the run
+    allreduce_s: float  # in the gradient all-reduce, over the run
+    curve: list[tuple[int, float, float]]  # (epoch, validation, test accuracy) every eval_every epochs
+    best_val: float
+    test_at_best_val: float
+    best_epoch: int
+    final_test: float
+    training_wire_sent: int  # bytes on this process's sockets while it trained
+    all_reduce_expected: int  # gloo's model of the gradient all-reduces
+    halo_expected_sent: int  # gloo's model of the boundary exchange (payload + headers) ...
+    halo_payload_sent: int  # ... and its payload alone
+    halo_rows_sent: int
+    halo_rows_received: int
+    send_counts: list[int]  # boundary rows to each peer
+    recv_counts: list[int]  # from each peer
+    used: list[torch.Tensor]  # record_epochs: the layer-1 halo rows used, per epoch
+    sent: list[torch.Tensor]  # ... and the rows sent
+    grads_used: list  # pipe: the halo gradients added, per epoch (None where none were)
+    grads_sent: list[torch.Tensor]
+    link_modeled_s: float = 0.0  # with an emulated link: its modelled wire time over the run,
+    link_slept_s: float = 0.0  # the part of it this process waited for,
+    link_bytes: int = 0  # the bytes modelled,
+    link_exchanges: int = 0  # and the exchanges that crossed it
+
+
+@record
+@dataclass
+class ModeTimings:
+    """:func:`time_modes` in one process: per timing run (in ``modes`` order), its epochs' seconds, waits and losses."""
+
+    rank: int
+    modes: list[str]
+    linked: list[bool]  # which runs had the emulated link
+    link: dict[str, float] | None
+    epoch_s: list[list[float]]
+    wait_s: list[float]
+    allreduce_s: list[float]
+    losses: list[list[float]]
+    test_acc: list[float]
+    link_modeled_s: list[float]
+    link_slept_s: list[float]
+    link_bytes: list[int]
 
 
 def _segments(counts: list[int]) -> list[tuple[int, int, int]]:
@@ -265,7 +319,7 @@ def global_val_test_accuracy(problem: Problem, weights: dict[str, torch.Tensor],
 
 def train(dataset: str = "cora", mode: str = "pipe", partitioner: str = "metis", epochs: int = 100,
           eval_every: int = 10, record_epochs: int = 0, hidden: int = 16, lr: float | None = None,
-          weight_decay: float | None = None, seed: int = 0, link: dict[str, float] | None = None) -> dict[str, Any]:
+          weight_decay: float | None = None, seed: int = 0, link: dict[str, float] | None = None) -> StaleRank:
     """Run in each of K processes: GCN training, ``mode`` ``"sync"`` or ``"pipe"``.  Returns the
     global losses, seconds per epoch, the bytes measured over the run, the accuracy at the best
     validation epoch, and (``record_epochs``) the layer-1 rows used and sent.  ``link``: an emulated
@@ -294,17 +348,18 @@ def train(dataset: str = "cora", mode: str = "pipe", partitioner: str = "metis",
     ops = summary["by_op"]
     halo_expected = sum(ops[o]["expected_sent"] for o in ("send", "recv", "all_to_all") if o in ops)
     halo_payload = sum(ops[o]["payload_sent"] for o in ("send", "recv", "all_to_all") if o in ops)
-    return dict(rank=dist.get_rank(), mode=mode, curve=curve, best_val=best[0],
-                test_at_best_val=best[1], best_epoch=best[2], final_test=curve[-1][2],
-                training_wire_sent=comm.windows["training"][0], all_reduce_expected=ops["all_reduce"]["expected_sent"],
-                halo_expected_sent=halo_expected, halo_payload_sent=halo_payload,
-                halo_rows_sent=sum(part.send_counts), halo_rows_received=sum(part.recv_counts),
-                send_counts=part.send_counts, recv_counts=part.recv_counts, **out)
+    return StaleRank(rank=dist.get_rank(), mode=mode, curve=curve, best_val=best[0],
+                     test_at_best_val=best[1], best_epoch=best[2], final_test=curve[-1][2],
+                     training_wire_sent=comm.windows["training"][0],
+                     all_reduce_expected=ops["all_reduce"]["expected_sent"],
+                     halo_expected_sent=halo_expected, halo_payload_sent=halo_payload,
+                     halo_rows_sent=sum(part.send_counts), halo_rows_received=sum(part.recv_counts),
+                     send_counts=part.send_counts, recv_counts=part.recv_counts, **out)
 
 
 def time_modes(dataset: str = "cora", pairs: int = 3, epochs: int = 30, partitioner: str = "metis",
                hidden: int = 16, lr: float | None = None, weight_decay: float | None = None, seed: int = 0,
-               link: dict[str, float] | None = None) -> dict[str, Any]:
+               link: dict[str, float] | None = None) -> ModeTimings:
     """Run in each of K processes: timing runs of both modes in one process, alternating
     ``sync, pipe, sync, ..., sync`` (``pairs`` PipeGCN runs, each between two synchronous ones), every
     run ``epochs`` epochs from the same initial weights.  One setup for all: the runs differ only
@@ -318,7 +373,7 @@ def time_modes(dataset: str = "cora", pairs: int = 3, epochs: int = 30, partitio
 
     Example:
         >>> out = run("gnnbook.ch6_fullgraph.stale:time_modes", 2, dict(pairs=2, epochs=20))   # doctest: +SKIP
-        >>> out[0]["modes"]                                                               # doctest: +SKIP
+        >>> out[0].modes                                                                  # doctest: +SKIP
         ['sync', 'pipe', 'sync', 'pipe', 'sync']
 
     More than 8 parameters: a rank's entry point for gnnbook.base.launch.run, whose arguments arrive in each
@@ -340,12 +395,12 @@ def time_modes(dataset: str = "cora", pairs: int = 3, epochs: int = 30, partitio
         runs[-1]["test_acc"] = global_val_test_accuracy(problem, runs[-1].pop("snapshots")[epochs], epochs)[1]
     keys = ["epoch_s", "wait_s", "allreduce_s", "losses", "test_acc"]
     link_keys = ["link_modeled_s", "link_slept_s", "link_bytes"]
-    return dict(rank=dist.get_rank(), modes=modes, linked=[spec is not None for spec in links], link=link,
-                **{key: [run[key] for run in runs] for key in keys},
-                **{key: [run.get(key, 0) for run in runs] for key in link_keys})
+    return ModeTimings(rank=dist.get_rank(), modes=modes, linked=[spec is not None for spec in links], link=link,
+                       **{key: [run[key] for run in runs] for key in keys},
+                       **{key: [run.get(key, 0) for run in runs] for key in link_keys})
 
 
-def staleness(out: list[dict[str, Any]]) -> dict[str, list[int]]:
+def staleness(out: list[StaleRank]) -> dict[str, list[int]]:
     """From :func:`train`'s recorded rows (all ranks): for each recorded epoch ``t``, ``t - s``
     where ``s`` is the epoch whose rows the peers **sent** equal, bit for bit, the halo rows used
     in ``t`` (``embeddings``) and, for ``pipe``, whose halo gradients equal the gradients added in
@@ -370,20 +425,20 @@ def staleness(out: list[dict[str, Any]]) -> dict[str, list[int]]:
 
     emb, grad = [], []
     for o in out:
-        r = o["rank"]
-        mine_in = bounds(o["recv_counts"])
-        their_out = [bounds(p["send_counts"])[r] for p in out]
-        emb.append([lag(u, t, lambda j, s: out[j]["sent"][s], mine_in, their_out) for t, u in enumerate(o["used"])])
-        mine_out = bounds(o["send_counts"])
-        their_in = [bounds(p["recv_counts"])[r] for p in out]
-        grad.append([-1 if g is None else 1 + lag(g, t - 1, lambda j, s: out[j]["grads_sent"][s], mine_out, their_in)
-                     for t, g in enumerate(o["grads_used"])])
+        r = o.rank
+        mine_in = bounds(o.recv_counts)
+        their_out = [bounds(p.send_counts)[r] for p in out]
+        emb.append([lag(u, t, lambda j, s: out[j].sent[s], mine_in, their_out) for t, u in enumerate(o.used)])
+        mine_out = bounds(o.send_counts)
+        their_in = [bounds(p.recv_counts)[r] for p in out]
+        grad.append([-1 if g is None else 1 + lag(g, t - 1, lambda j, s: out[j].grads_sent[s], mine_out, their_in)
+                     for t, g in enumerate(o.grads_used)])
     return {"embeddings": [max(col) for col in zip(*emb)],
             "gradients": [max(col) for col in zip(*grad)] if grad and grad[0] else []}
 
 
 def run_stale(dataset: str = "cora", mode: str = "pipe", num_parts: int = 2, epochs: int = 100,
-              deadline_s: float = 180.0, **options: Any) -> list[dict[str, Any]]:
+              deadline_s: float = 180.0, **options: Any) -> list[StaleRank]:
     """:func:`train` on ``num_parts`` real processes; the per-rank results."""
     from ..base.launch import run
 
