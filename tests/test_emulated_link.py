@@ -59,20 +59,20 @@ def test_both_arms_wait_for_the_link_and_it_changes_only_time():
                                                                      hidden=hidden, link=spec))], 2, deadline_s=240)[0]
     link = EmulatedLink.from_spec(spec)
     for o in out:
-        assert o["modes"] == ["sync", "pipe", "sync"] * 2 and o["linked"] == [False] * 3 + [True] * 3
+        assert o.modes == ["sync", "pipe", "sync"] * 2 and o.linked == [False] * 3 + [True] * 3
         # same processes, same partition: every number but time is the loopback run's, bit for bit
-        assert o["losses"][:3] == o["losses"][3:] and o["test_acc"][:3] == o["test_acc"][3:]
+        assert o.losses[:3] == o.losses[3:] and o.test_acc[:3] == o.test_acc[3:]
         # both arms: per epoch 2 layers x (rows forward, gradients back), one message each from the one peer,
         # H floats a row plus gloo's two 48-byte headers
         exchanges = epochs * 4
-        assert all(b == 0 for b in o["link_bytes"][:3])
-        assert o["link_bytes"][3] == o["link_bytes"][4] == o["link_bytes"][5] > 0
-        assert (o["link_bytes"][3] - exchanges * 2 * PREAMBLE_BYTES) % (hidden * 4) == 0
-        mean_bytes = o["link_bytes"][3] / exchanges
+        assert all(b == 0 for b in o.link_bytes[:3])
+        assert o.link_bytes[3] == o.link_bytes[4] == o.link_bytes[5] > 0
+        assert (o.link_bytes[3] - exchanges * 2 * PREAMBLE_BYTES) % (hidden * 4) == 0
+        mean_bytes = o.link_bytes[3] / exchanges
         # wire time is affine in bytes: the exchanges' modelled times add up to this
-        assert all(m == pytest.approx(exchanges * link.wire_s(mean_bytes)) for m in o["link_modeled_s"][3:])
+        assert all(m == pytest.approx(exchanges * link.wire_s(mean_bytes)) for m in o.link_modeled_s[3:])
         # synchronous: every epoch's 4 blocking exchanges take at least their modelled time
         for run in (3, 5):
-            assert all(e >= 4 * link.wire_s(mean_bytes) for e in o["epoch_s"][run])
+            assert all(e >= 4 * link.wire_s(mean_bytes) for e in o.epoch_s[run])
         # PipeGCN waited for less of the modelled time than the synchronous runs did: it hid some
-        assert o["link_slept_s"][4] < min(o["link_slept_s"][3], o["link_slept_s"][5])
+        assert o.link_slept_s[4] < min(o.link_slept_s[3], o.link_slept_s[5])
