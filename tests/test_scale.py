@@ -99,3 +99,17 @@ def test_bench_scale_pieces_dgl_names_and_each_machines_peak_from_launch(tmp_pat
     refused = subprocess.run([sys.executable, str(bench), "--dgl-example", str(tmp_path / "none.py")],
                              capture_output=True, text=True, timeout=120)
     assert refused.returncode == 1 and "no DGL example at" in refused.stderr and "tag v2.1.0" in refused.stderr
+
+
+def test_memory_model_separates_node_data_from_structure_and_refuses_one_size():
+    from gnnbook.distributed.scale_runs import MachineRun, MemoryModel
+
+    def run(k, method, parts):  # parts: (node data, structure) per machine; peaks from fixed 600 MB, c = 1.5
+        return MachineRun(k, method, 10**9, 10**9, [d + s for d, s in parts], [s for _, s in parts],
+                          peaks=[int(600e6 + d + 1.5 * s) for d, s in parts])
+    fitted = MemoryModel.fit([run(2, "metis", [(50e6, 100e6)] * 2), run(4, "metis", [(25e6, 52e6)] * 4)])
+    assert abs(fitted.fixed - 600e6) < 1e3 and abs(fitted.per_structure_byte - 1.5) < 1e-6
+    # a random part: the same node data, a larger structure (the halo); predicted from the two costs
+    assert abs(fitted.predict(33e6 + 90e6, 90e6) - (600e6 + 33e6 + 1.5 * 90e6)) < 1e3
+    with pytest.raises(ValueError, match="two structure sizes"):
+        MemoryModel.fit([run(2, "metis", [(50e6, 100e6)] * 2)])

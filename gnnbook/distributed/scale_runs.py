@@ -11,7 +11,8 @@ per machine (:class:`~gnnbook.base.budget.MemoryBudget`), and records every mach
 measured peak, or the machine that went over.  Beside the measurement stands what its server
 loads, the partition's files (:func:`part_bytes`, halo included).  A machine's peak is about a
 multiple of those bytes plus what the processes themselves take (interpreters, DGL, torch),
-which a graph of a few hundred MB does not dwarf (:class:`MemoryModel` fits both); the table
+which a graph of a few hundred MB does not dwarf (:class:`MemoryModel` fits both, with the
+structure file's bytes apart from the node data's: a halo grows the structure only); the table
 shows the files and the peaks.  :func:`held_share` computes a part's share from its counts
 instead, which misses what DGL stores per halo node.
 
@@ -43,6 +44,7 @@ class MachineRun:
     budget_bytes: int
     graph_bytes: int  # as the partition counts them (graph_bytes)
     part_bytes: list[int]  # each machine's partition files (part_bytes): what its server loads
+    structure_bytes: list[int]  # the structure file among them (structure_bytes): the rest is node data
     peaks: list[int] = field(default_factory=list)  # measured, per machine
     failure: str | None = None  # the first line of the job's failure: a machine over budget
     seconds_per_epoch: float | None = None
@@ -90,32 +92,41 @@ def part_bytes(partition: OpenedPartition) -> list[int]:
             for i in range(partition.num_parts)]
 
 
+def structure_bytes(partition: OpenedPartition) -> list[int]:
+    """Each part's structure file (inner and halo nodes, edges, DGL's id maps): the share of
+    :func:`part_bytes` that a halo grows.  The rest is its inner nodes' data (features, labels)."""
+    return [partition.part_file(i, "part_graph").stat().st_size for i in range(partition.num_parts)]
+
+
 @dataclass(frozen=True)
 class MemoryModel:
-    """A machine's peak = ``fixed`` (its processes: interpreters, torch, DGL, a minibatch) +
-    ``per_byte`` x its partition's bytes (:func:`part_bytes`).  Fitted by least squares on the
-    machines of runs that trained (:meth:`fit`), then asked about partitions it has not seen.
+    """A machine's peak = ``fixed`` (its processes: interpreters, torch, DGL, a minibatch) + its
+    node data as loaded (one byte per byte on disk, not fitted) + ``per_structure_byte`` x its
+    structure file (DGL builds formats and id maps from it, so a byte there costs more).  Fitted
+    by least squares on the machines of runs that trained (:meth:`fit`), then asked about
+    partitions it has not seen.  A random partition's larger halo grows the structure file, not
+    the node data: fitting on runs with both methods separates the two costs.
 
     Example:
-        >>> model = MemoryModel(fixed=600e6, per_byte=1.1)
-        >>> round(model.predict(100e6) / 1e6)
-        710
+        >>> model = MemoryModel(fixed=600e6, per_structure_byte=1.5)
+        >>> round(model.predict(part_bytes=150e6, structure_bytes=100e6) / 1e6)  # 600 + 50 + 1.5 x 100
+        800
     """
 
     fixed: float
-    per_byte: float
+    per_structure_byte: float
 
     @classmethod
     def fit(cls, runs: list[MachineRun]) -> "MemoryModel":
-        points = [(b, p) for r in runs if r.fits for b, p in zip(r.part_bytes, r.peaks)]
-        if len({b for b, _ in points}) < 2:
-            raise ValueError("fitting the memory model needs machines with at least two partition sizes "
-                             "(runs on two machine counts that trained)")
+        points = [(s, p - (b - s)) for r in runs if r.fits for b, s, p in zip(r.part_bytes, r.structure_bytes, r.peaks)]
+        if len({s for s, _ in points}) < 2:
+            raise ValueError("fitting the memory model needs machines with at least two structure sizes "
+                             "(runs on two machine counts, or two methods, that trained)")
         slope, intercept = np.polyfit(*zip(*points), 1)
-        return cls(fixed=float(intercept), per_byte=float(slope))
+        return cls(fixed=float(intercept), per_structure_byte=float(slope))
 
-    def predict(self, bytes_held: float) -> float:
-        return self.fixed + self.per_byte * bytes_held
+    def predict(self, part_bytes: float, structure_bytes: float) -> float:
+        return self.fixed + (part_bytes - structure_bytes) + self.per_structure_byte * structure_bytes
 
 
 def machine_runs(graph_options: dict[str, Any], machine_counts: list[int], methods: list[str],
@@ -133,7 +144,8 @@ def machine_runs(graph_options: dict[str, Any], machine_counts: list[int], metho
             partition = open_cached_partition("scale", k, method if k > 1 else "random", **graph_options)
             report = load_partition(partition)
             num_features = partition.config["gnnbook"]["num_features"]
-            row = MachineRun(k, method, budget, graph_bytes(report, num_features), part_bytes(partition))
+            row = MachineRun(k, method, budget, graph_bytes(report, num_features), part_bytes(partition),
+                             structure_bytes(partition))
             with LocalCluster(partition, num_trainers=1, machine_memory=budget, deadline_s=deadline_s) as cluster:
                 try:
                     result = cluster.train(TrainConfig(epochs=epochs, batch_size=batch_size,

@@ -79,6 +79,7 @@ from .feature_cache import FeatureCache, cache_capacity, presample_counts, remot
 from .partition_files import OpenedPartition, open_partition
 from .progress import format_epoch_line
 from .repeatable import check_repeatable, seed_own_sampling, seed_remote_servers
+from .store import listening_ports
 from .stages import STAGES, StageClock, allreduce_gradients, count_remote_neighbours, owner_lookup
 
 __all__ = ["load_checkpoint", "main", "run", "train_standalone"]
@@ -415,6 +416,44 @@ def train_standalone(part_config: str | Path | OpenedPartition, config: TrainCon
     return run(partition, config)
 
 
+SERVER_WAIT_S = 60.0  # a trainer waits at most this long for its host's servers, then leaves it to DGL's retry
+_LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
+
+
+def wait_for_local_servers(ip_config: str, servers_per_machine: int, timeout_s: float = SERVER_WAIT_S) -> bool:
+    """Return once every server that ``ip_config`` places on this host listens (True), or after
+    ``timeout_s`` (False).  The launcher starts trainers with their servers, so a trainer's imports
+    overlap the servers' loading; but DGL's client retries a refused connection only every 3 s,
+    and lost 3-6 s of each job here.  Reading this host's listening ports (``/proc/net/tcp``)
+    lets it connect the moment they listen, without a probe connection a server would count as
+    a client.  A config naming another host is left to DGL's retry (False at once).
+
+    Example:
+        >>> wait_for_local_servers("", 1)
+        False
+    """
+    ports: set[int] = set()
+    if not ip_config or not os.path.exists(ip_config):
+        return False
+    for line in Path(ip_config).read_text().splitlines():
+        fields = line.split("#")[0].split()
+        if not fields:
+            continue
+        if fields[0] not in _LOCAL_HOSTS:
+            return False
+        base = int(fields[1]) if len(fields) > 1 else 30050  # DGL's default port
+        ports.update(range(base, base + servers_per_machine))
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        listening = listening_ports()
+        if listening is None:
+            return False
+        if ports <= listening:
+            return True
+        time.sleep(0.05)
+    return False
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="DistDGL node-classification trainer (run by the gnnbook launcher)")
     parser.add_argument("--part-config", required=True)
@@ -429,7 +468,10 @@ def main(argv: list[str] | None = None) -> int:
         emulation.verify(int(os.environ["DGL_SERVER_ID"]) // int(os.environ.get("DGL_NUM_SERVER", "1")))
     else:
         emulation.verify()
-    dgl.distributed.initialize(args.ip_config or os.environ.get("DGL_IP_CONFIG", ""))  # a server stays here
+    ip_config = args.ip_config or os.environ.get("DGL_IP_CONFIG", "")
+    if _distributed() and os.environ.get("DGL_ROLE") != "server":
+        wait_for_local_servers(ip_config, int(os.environ.get("DGL_NUM_SERVER", "1")))
+    dgl.distributed.initialize(ip_config)  # a server stays here
     if _distributed():
         dist.init_process_group("gloo")
     run(args.part_config, config)
