@@ -54,7 +54,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 import torch.distributed as dist
