@@ -2,8 +2,7 @@
 
 Book: 3.2 the distributed training flow (what each rank reports back).
 
-Used in: chapters/06a_fullgraph_parallelism.ipynb, chapters/06b_operator_parallelism.ipynb,
-chapters/06c_sync_and_async_protocols.ipynb, labs/lab06_halo_exchange.ipynb (through the launchers).
+Used in: no notebook directly (chapter 6's runs come back through it).
 
 A rank's return value comes back through ``torch.save`` and ``torch.load(weights_only=True)``,
 which rebuilds tensors, numbers, strings and containers, never a class: a pickle that may build
