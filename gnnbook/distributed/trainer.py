@@ -54,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import faulthandler
+import ipaddress
 import json
 import math
 import os
@@ -79,6 +80,7 @@ from .feature_cache import FeatureCache, cache_capacity, presample_counts, remot
 from .partition_files import OpenedPartition, open_partition
 from .progress import format_epoch_line
 from .repeatable import check_repeatable, seed_own_sampling, seed_remote_servers
+from .launcher import LaunchError, read_host_file
 from .store import listening_ports
 from .stages import STAGES, StageClock, allreduce_gradients, count_remote_neighbours, owner_lookup
 
@@ -417,7 +419,6 @@ def train_standalone(part_config: str | Path | OpenedPartition, config: TrainCon
 
 
 SERVER_WAIT_S = 60.0  # a trainer waits at most this long for its host's servers, then leaves it to DGL's retry
-_LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")
 
 
 def wait_for_local_servers(ip_config: str, servers_per_machine: int, timeout_s: float = SERVER_WAIT_S) -> bool:
@@ -432,17 +433,15 @@ def wait_for_local_servers(ip_config: str, servers_per_machine: int, timeout_s: 
         >>> wait_for_local_servers("", 1)
         False
     """
-    ports: set[int] = set()
     if not ip_config or not os.path.exists(ip_config):
         return False
-    for line in Path(ip_config).read_text().splitlines():
-        fields = line.split("#")[0].split()
-        if not fields:
-            continue
-        if fields[0] not in _LOCAL_HOSTS:
-            return False
-        base = int(fields[1]) if len(fields) > 1 else 30050  # DGL's default port
-        ports.update(range(base, base + servers_per_machine))
+    try:
+        hosts = read_host_file(ip_config)
+    except LaunchError:  # not a config the launcher wrote: DGL reads it, and says what is wrong
+        return False
+    if any(not ipaddress.ip_address(ip).is_loopback for ip, _ in hosts):
+        return False
+    ports = {base + i for _, port in hosts for base in [port or 30050] for i in range(servers_per_machine)}
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:
         listening = listening_ports()
