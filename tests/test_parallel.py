@@ -64,13 +64,13 @@ def test_bad_function_spec_is_a_clear_error():
 def test_data_parallel_allreduce_and_parameter_server_equal_one_process(three_ranks):
     ref = train_single(**ARGS)["params"]
     for rank_result in three_ranks["ddp"] + three_ranks["ps"]:
-        assert max_abs_diff(rank_result["params"], ref) < 1e-5
-    param_bytes = three_ranks["ddp"][0]["param_bytes"]
+        assert max_abs_diff(rank_result.params, ref) < 1e-5
+    param_bytes = three_ranks["ddp"][0].param_bytes
     # ring all-reduce volume: 2(N-1)/N of the gradient per step
-    assert three_ranks["ddp"][0]["measured_steps"] == 2
-    assert three_ranks["ddp"][0]["comm"]["formula_sent"] == pytest.approx(2 * 2 * 2 / 3 * param_bytes)
+    assert three_ranks["ddp"][0].measured_steps == 2
+    assert three_ranks["ddp"][0].comm["formula_sent"] == pytest.approx(2 * 2 * 2 / 3 * param_bytes)
     # the server sends the weights to each of the 2 workers every step
-    assert three_ranks["ps"][0]["comm"]["formula_sent"] == 4 * 2 * param_bytes
+    assert three_ranks["ps"][0].comm["formula_sent"] == 4 * 2 * param_bytes
 
 
 @pytest.mark.parametrize("form", ["ddp", "ps", "mp", "tp", "moe", "fsdp"])
@@ -78,32 +78,32 @@ def test_measured_wire_bytes_are_the_calls_gloo_made(three_ranks, form):
     """The sockets carried exactly what the counted calls put there (gloo's model, headers
     included), and the formula is within gloo's headers of it."""
     for r in three_ranks[form]:
-        c = r["comm"]
+        c = r.comm
         assert (c["sent"], c["received"]) == (c["expected_sent"], c["expected_received"]), c
         assert wire_vs_formula(c)["agrees"] and wire_vs_formula(c, "received")["agrees"], wire_vs_formula(c)
 
 
 def test_model_parallel_equals_one_process(three_ranks):
-    params = [p for r in three_ranks["mp"] for p in r["params"]]
+    params = [p for r in three_ranks["mp"] for p in r.params]
     assert max_abs_diff(params, train_single(**ARGS)["params"]) < 1e-5
-    assert all(r["comm"]["sent"] > 0 for r in three_ranks["mp"])
+    assert all(r.comm["sent"] > 0 for r in three_ranks["mp"])
 
 
 def test_tensor_parallel_equals_unsplit_layer(three_ranks):
     ref = mlp_single(d=16, hidden=48, n=8)
     tp = three_ranks["tp"]
     for r in tp:
-        assert torch.allclose(r["y"], ref["y"], atol=1e-5)
-        assert torch.allclose(r["grad_x"], ref["grad_x"], atol=1e-6)
-    assert torch.allclose(torch.cat([r["grad_A"] for r in tp], 1), ref["grad_A"], atol=1e-6)
-    assert torch.allclose(torch.cat([r["grad_B"] for r in tp], 0), ref["grad_B"], atol=1e-6)
+        assert torch.allclose(r.y, ref["y"], atol=1e-5)
+        assert torch.allclose(r.grad_x, ref["grad_x"], atol=1e-6)
+    assert torch.allclose(torch.cat([r.grad_A for r in tp], 1), ref["grad_A"], atol=1e-6)
+    assert torch.allclose(torch.cat([r.grad_B for r in tp], 0), ref["grad_B"], atol=1e-6)
 
 
 def test_expert_parallel_equals_single_process_moe(three_ranks):
     ref = moe_single(world_size=3, tokens=32, d=8, hidden=16)
     out = three_ranks["moe"]
-    assert torch.allclose(torch.cat([r["y"] for r in out]), ref["y"], atol=1e-6)
-    counts = torch.stack([r["send_counts"] for r in out])
+    assert torch.allclose(torch.cat([r.y for r in out]), ref["y"], atol=1e-6)
+    counts = torch.stack([r.send_counts for r in out])
     assert counts.sum() == 3 * 32 and (counts > 0).sum() >= 4  # tokens really went to several experts
 
 
@@ -111,16 +111,16 @@ def test_sharded_equals_one_process_adam_and_holds_a_third(three_ranks):
     ref = train_single(**ARGS, lr=0.01, optimizer="adam")["params"]
     full = sum(unsharded_state_bytes(SIZES, n=48).values())
     for r in three_ranks["fsdp"]:
-        assert max_abs_diff(r["params"], ref) < 1e-5
-        assert 1 / 3 <= sum(r["held_bytes"].values()) / full < 1 / 3 + 0.02
+        assert max_abs_diff(r.params, ref) < 1e-5
+        assert 1 / 3 <= sum(r.held_bytes.values()) / full < 1 / 3 + 0.02
 
 
 def test_pipeline_gradients_equal_one_process_and_bubble_is_reported():
     out = run("gnnbook.ch3_parallel.pipeline:run_pipeline", 2,
               {"width": 32, "layers_per_stage": 2, "batch": 64, "micro_batches": [1, 4], "repeats": 1, "lr": 0.05},
               deadline_s=90)
-    ref = train_single(out[0]["sizes"], n=64, steps=1, lr=0.05)["params"]
-    assert max_abs_diff([p for r in out for p in r["params"]], ref) < 1e-5
+    ref = train_single(out[0].sizes, n=64, steps=1, lr=0.05)["params"]
+    assert max_abs_diff([p for r in out for p in r.params], ref) < 1e-5
     bubbles = bubble_fractions(out)
     assert set(bubbles) == {1, 4}
     assert bubbles[4]["formula"] == bubble_formula(2, 4)
@@ -142,11 +142,11 @@ def test_staleness_bound_holds_and_all_modes_reach_the_target():
     out = run_sequence(jobs, 3, deadline_s=120)
     for runs, s in zip(out, (0, 2, None)):
         server = runs[0]
-        assert server["reached"], f"staleness {s} did not reach the target loss"
-        assert server["curve"][-1, 1] <= 0.1
+        assert server.reached, f"staleness {s} did not reach the target loss"
+        assert server.curve[-1, 1] <= 0.1
         if s is not None:
             # a worker is answered only within s clocks of the slowest; it may push once more
-            assert max(server["clocks"]) - min(server["clocks"]) <= s + 1
+            assert max(server.clocks) - min(server.clocks) <= s + 1
 
 
 @pytest.mark.parametrize("how", ["kill", "raise"])

@@ -14,11 +14,12 @@ Example:
     >>> from gnnbook.base.launch import run
     >>> out = run("gnnbook.ch3_parallel.data_parallel:train_allreduce", 2, {"sizes": [4, 8, 2], "n": 16, "steps": 2})
     >>> from gnnbook.ch3_parallel.toy import train_single, max_abs_diff
-    >>> max_abs_diff(out[0]["params"], train_single([4, 8, 2], n=16, steps=2)["params"]) < 1e-5
+    >>> max_abs_diff(out[0].params, train_single([4, 8, 2], n=16, steps=2)["params"]) < 1e-5
     True
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -26,8 +27,30 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
+from ..base.records import record
 from ..comm.collectives import Comm
 from .toy import make_data, make_mlp, shard
+
+
+@record
+@dataclass
+class AllReduceRank:
+    """What one rank of :func:`train_allreduce` ends with: its replica's weights and the bytes it moved."""
+
+    params: list[torch.Tensor]  # the final weights, layer by layer (every rank holds the same)
+    comm: dict[str, Any]  # Comm.summary() of the gradient all-reduces of steps 2..
+    measured_steps: int  # how many steps ``comm`` covers
+    param_bytes: int  # float32 bytes of one replica
+
+
+@record
+@dataclass
+class ParameterServerRank:
+    """What one rank of :func:`train_parameter_server` (rank 0 the server, the others workers) ends with."""
+
+    params: list[torch.Tensor]  # the final weights, layer by layer
+    comm: dict[str, Any]  # Comm.summary() of every push and pull
+    param_bytes: int  # float32 bytes of the flat weight vector
 
 
 def _counted_allreduce_hook(state, bucket):  # no annotations: DDP checks them and they are strings here
@@ -38,9 +61,10 @@ def _counted_allreduce_hook(state, bucket):  # no annotations: DDP checks them a
     return work.get_future().then(lambda fut: fut.value()[0])
 
 
-def train_allreduce(sizes: list[int], n: int = 256, steps: int = 20, lr: float = 0.1, seed: int = 0) -> dict[str, Any]:
-    """DDP: every rank keeps a full replica, gradients are all-reduced each step.
-    ``comm`` covers steps 2.. (``measured_steps`` of them)."""
+def train_allreduce(sizes: list[int], n: int = 256, steps: int = 20, lr: float = 0.1,
+                    seed: int = 0) -> AllReduceRank:
+    """DDP: every rank keeps a full replica, gradients are all-reduced each step.  Returns an
+    :class:`AllReduceRank`, whose ``comm`` covers steps 2.. (``measured_steps`` of them)."""
     rank, world = dist.get_rank(), dist.get_world_size()
     x, y = make_data(n, sizes[0], sizes[-1], seed)
     x, y = shard(x, rank, world), shard(y, rank, world)
@@ -58,15 +82,15 @@ def train_allreduce(sizes: list[int], n: int = 256, steps: int = 20, lr: float =
         nn.functional.mse_loss(model(x), y).backward()
         opt.step()
     params = [p.detach().clone() for p in model.module.parameters()]
-    return {"params": params, "comm": hook_state["comm"].summary(), "measured_steps": steps - min(2, steps - 1),
-            "param_bytes": sum(p.numel() * 4 for p in params)}
+    return AllReduceRank(params=params, comm=hook_state["comm"].summary(), measured_steps=steps - min(2, steps - 1),
+                         param_bytes=sum(p.numel() * 4 for p in params))
 
 
 def train_parameter_server(sizes: list[int], n: int = 256, steps: int = 20, lr: float = 0.1,
-                           seed: int = 0) -> dict[str, Any]:
+                           seed: int = 0) -> ParameterServerRank:
     """Rank 0 is the server; ranks 1..N-1 are workers, each with 1/(N-1) of the batch.
     Per step: every worker pushes its flat gradient, the server averages them,
-    takes the SGD step and sends the new flat weights back."""
+    takes the SGD step and sends the new flat weights back.  Returns a :class:`ParameterServerRank`."""
     rank, world = dist.get_rank(), dist.get_world_size()
     if world < 2:
         raise ValueError("a parameter server needs world_size >= 2 (one server, at least one worker)")
@@ -96,4 +120,4 @@ def train_parameter_server(sizes: list[int], n: int = 256, steps: int = 20, lr: 
             with torch.no_grad():
                 nn.utils.vector_to_parameters(flat, model.parameters())
     params = [p.detach().clone() for p in model.parameters()]
-    return {"params": params, "comm": comm.summary(), "param_bytes": flat.numel() * 4}
+    return ParameterServerRank(params=params, comm=comm.summary(), param_bytes=flat.numel() * 4)

@@ -14,18 +14,31 @@ Example:
     >>> from gnnbook.base.launch import run
     >>> out = run("gnnbook.ch3_parallel.expert_parallel:moe_expert_parallel", 2, {"tokens": 8, "d": 4, "hidden": 8})
     >>> ref = moe_single(world_size=2, tokens=8, d=4, hidden=8)
-    >>> bool(torch.allclose(torch.cat([o["y"] for o in out]), ref["y"], atol=1e-5))
+    >>> bool(torch.allclose(torch.cat([o.y for o in out]), ref["y"], atol=1e-5))
     True
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
+from ..base.records import record
 from ..comm.collectives import Comm
+
+
+@record
+@dataclass
+class ExpertRank:
+    """What one rank of :func:`moe_expert_parallel` computed for its tokens, and the bytes it moved."""
+
+    y: torch.Tensor  # its tokens' outputs, in their original order, scaled by the gate probability
+    expert: torch.Tensor  # the expert the gate chose for each of its tokens
+    send_counts: torch.Tensor  # how many of its tokens went to each expert (rank)
+    comm: dict[str, Any]  # Comm.summary() of the three all-to-alls
 
 
 def make_moe(num_experts: int, d: int, hidden: int, seed: int = 0) -> tuple[nn.Linear, list[nn.Sequential]]:
@@ -59,9 +72,9 @@ def moe_single(world_size: int, tokens: int = 64, d: int = 32, hidden: int = 64,
 
 
 @torch.no_grad()
-def moe_expert_parallel(tokens: int = 64, d: int = 32, hidden: int = 64, seed: int = 0) -> dict[str, Any]:
-    """This rank's tokens through the distributed MoE; returns its outputs, the
-    token counts it sent to each expert, and the bytes it moved."""
+def moe_expert_parallel(tokens: int = 64, d: int = 32, hidden: int = 64, seed: int = 0) -> ExpertRank:
+    """This rank's tokens through the distributed MoE; returns an :class:`ExpertRank`: its outputs,
+    the token counts it sent to each expert, and the bytes it moved."""
     rank, world = dist.get_rank(), dist.get_world_size()
     gate, experts = make_moe(world, d, hidden, seed)
     my_expert = experts[rank]  # the others' weights are built only to keep the seeded init identical
@@ -80,4 +93,4 @@ def moe_expert_parallel(tokens: int = 64, d: int = 32, hidden: int = 64, seed: i
     comm.all_to_all_single(returned, processed, in_splits, out_splits)               # combine
     y = torch.empty_like(x)
     y[order] = returned
-    return {"y": y * weight[:, None], "expert": expert, "send_counts": send_counts, "comm": comm.summary()}
+    return ExpertRank(y=y * weight[:, None], expert=expert, send_counts=send_counts, comm=comm.summary())

@@ -12,19 +12,30 @@ Example:
     >>> from gnnbook.base.launch import run
     >>> out = run("gnnbook.ch3_parallel.model_parallel:train_model_parallel", 2, {"sizes": [4, 8, 8, 2], "n": 16, "steps": 2})
     >>> from gnnbook.ch3_parallel.toy import train_single, max_abs_diff
-    >>> max_abs_diff([p for r in out for p in r["params"]], train_single([4, 8, 8, 2], n=16, steps=2)["params"]) < 1e-5
+    >>> max_abs_diff([p for r in out for p in r.params], train_single([4, 8, 8, 2], n=16, steps=2)["params"]) < 1e-5
     True
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
+from ..base.records import record
 from ..comm.collectives import Comm
 from .toy import make_data, make_mlp
+
+
+@record
+@dataclass
+class StageRank:
+    """What one rank of :func:`train_model_parallel` ends with: its layers' weights and the bytes it moved."""
+
+    params: list[torch.Tensor]  # this rank's layers only, in order (concatenate the ranks' for the whole model)
+    comm: dict[str, Any]  # Comm.summary() of the activations and gradients it sent and received
 
 
 def layer_owner(num_linear: int, world_size: int) -> list[int]:
@@ -49,8 +60,10 @@ def local_stage(sizes: list[int], rank: int, world_size: int, seed: int = 0) -> 
     return nn.Sequential(*modules[start:stop]), sizes[mine[0]], sizes[mine[-1] + 1]
 
 
-def train_model_parallel(sizes: list[int], n: int = 256, steps: int = 20, lr: float = 0.1, seed: int = 0) -> dict[str, Any]:
-    """Full-batch SGD with the layers spread over the ranks; returns this rank's parameters."""
+def train_model_parallel(sizes: list[int], n: int = 256, steps: int = 20, lr: float = 0.1,
+                         seed: int = 0) -> StageRank:
+    """Full-batch SGD with the layers spread over the ranks; returns this rank's parameters
+    and bytes as a :class:`StageRank`."""
     rank, world = dist.get_rank(), dist.get_world_size()
     stage, d_in, d_out = local_stage(sizes, rank, world, seed)
     x, y = make_data(n, sizes[0], sizes[-1], seed)
@@ -75,4 +88,4 @@ def train_model_parallel(sizes: list[int], n: int = 256, steps: int = 20, lr: fl
         if rank > 0:
             comm.send(inp.grad, rank - 1)
         opt.step()
-    return {"params": [p.detach().clone() for p in stage.parameters()], "comm": comm.summary()}
+    return StageRank(params=[p.detach().clone() for p in stage.parameters()], comm=comm.summary())

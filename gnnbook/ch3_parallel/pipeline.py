@@ -20,15 +20,26 @@ Example:
 from __future__ import annotations
 
 import time
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
+from ..base.records import record
 from ..comm.collectives import Comm
 from .model_parallel import local_stage
 from .toy import make_data
+
+
+@record
+@dataclass
+class PipelineStage:
+    """What one stage (rank) of :func:`run_pipeline` measured, and its weights after one step."""
+
+    timings: dict[str, list[dict[str, float]]]  # per m (as a string), per repeat: start, end, busy, cpu, bytes
+    params: list[torch.Tensor]  # this stage's layers after one SGD step (concatenate the stages' in order)
+    sizes: list[int]  # the widths of the whole model's layers
 
 
 def bubble_formula(stages: int, micro_batches: int) -> float:
@@ -86,10 +97,11 @@ def _one_step(stage: nn.Sequential, x: torch.Tensor, y: torch.Tensor, m: int, d_
 
 def run_pipeline(width: int = 512, layers_per_stage: int = 4, batch: int = 512,
                  micro_batches: list[int] = (1, 4, 8), repeats: int = 3, lr: float = 0.01,
-                 seed: int = 0, emulated_s: float = 0.0) -> dict[str, Any]:
+                 seed: int = 0, emulated_s: float = 0.0) -> PipelineStage:
     """Time one training step for each ``m`` in ``micro_batches`` (``repeats`` times
     each, after a warm-up); then take one SGD step with the last gradients of
-    the last ``m`` and return this stage's parameters (to compare with one process).
+    the last ``m``.  Returns a :class:`PipelineStage`: the timings and this stage's
+    parameters (to compare with one process).
 
     ``emulated_s`` > 0 adds, per stage, that many seconds of sleep to the
     forward pass of the whole batch (twice as much to the backward), split
@@ -121,15 +133,15 @@ def run_pipeline(width: int = 512, layers_per_stage: int = 4, batch: int = 512,
     with torch.no_grad():
         for p in stage.parameters():
             p -= lr * p.grad
-    return {"timings": timings, "params": [p.detach().clone() for p in stage.parameters()], "sizes": sizes}
+    return PipelineStage(timings=timings, params=[p.detach().clone() for p in stage.parameters()], sizes=sizes)
 
 
-def bubble_fractions(per_rank: list[dict[str, Any]]) -> dict[int, dict[str, float]]:
+def bubble_fractions(per_rank: list[PipelineStage]) -> dict[int, dict[str, float]]:
     """From the ranks' results: per ``m`` the measured bubble (mean over stages,
     median over repeats), the formula, and the stages' busy and wall seconds.
 
     Example:
-        >>> fake = [{"timings": {"1": [{"start": 0.0, "end": 2.0, "busy": 1.0}]}}] * 2
+        >>> fake = [PipelineStage(timings={"1": [{"start": 0.0, "end": 2.0, "busy": 1.0}]}, params=[], sizes=[])] * 2
         >>> bubble_fractions(fake)[1]["measured"]
         0.5
     """
@@ -137,10 +149,10 @@ def bubble_fractions(per_rank: list[dict[str, Any]]) -> dict[int, dict[str, floa
 
     out = {}
     stages = len(per_rank)
-    for key in per_rank[0]["timings"]:
+    for key in per_rank[0].timings:
         bubbles, walls, busies, shares = [], [], [], []
-        for rep in range(len(per_rank[0]["timings"][key])):
-            runs = [r["timings"][key][rep] for r in per_rank]
+        for rep in range(len(per_rank[0].timings[key])):
+            runs = [r.timings[key][rep] for r in per_rank]
             wall = max(t["end"] for t in runs) - min(t["start"] for t in runs)
             bubbles.append(sum(1 - t["busy"] / wall for t in runs) / stages)
             walls.append(wall)

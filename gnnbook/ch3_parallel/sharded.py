@@ -23,19 +23,33 @@ Example:
     >>> from gnnbook.base.launch import run
     >>> from gnnbook.ch3_parallel.toy import train_single, max_abs_diff
     >>> out = run("gnnbook.ch3_parallel.sharded:train_sharded", 2, {"sizes": [4, 8, 2], "n": 16, "steps": 2})
-    >>> max_abs_diff(out[0]["params"], train_single([4, 8, 2], n=16, steps=2, lr=0.01, optimizer="adam")["params"]) < 1e-5
+    >>> max_abs_diff(out[0].params, train_single([4, 8, 2], n=16, steps=2, lr=0.01, optimizer="adam")["params"]) < 1e-5
     True
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
+from ..base.records import record
 from ..comm.collectives import Comm
 from .toy import make_data, make_mlp, make_optimizer, shard
+
+
+@record
+@dataclass
+class ShardedRank:
+    """What one rank of :func:`train_sharded` ends with: the gathered model, what it held, what it moved."""
+
+    params: list[torch.Tensor]  # the whole model, gathered once more at the end (for the comparison)
+    held_bytes: dict[str, int]  # between steps: params, grads, optimizer (its slices only)
+    peak_gathered_bytes: int  # the largest transient gathered layer (+ its gradient)
+    comm: dict[str, Any]  # Comm.summary() of the gathers and reduce-scatters
+    param_count: int  # parameters of the whole model (unpadded)
 
 
 def tensor_bytes(tensors) -> int:
@@ -66,8 +80,8 @@ def _layer_forward(flat: torch.Tensor, inp: torch.Tensor, d_in: int, d_out: int,
     return out if last else torch.tanh(out)
 
 
-def train_sharded(sizes: list[int], n: int = 256, steps: int = 20, lr: float = 0.01, seed: int = 0) -> dict[str, Any]:
-    """Adam, fully sharded; returns the gathered final parameters (for the
+def train_sharded(sizes: list[int], n: int = 256, steps: int = 20, lr: float = 0.01, seed: int = 0) -> ShardedRank:
+    """Adam, fully sharded; returns a :class:`ShardedRank`: the gathered final parameters (for the
     comparison), the bytes held per rank, the peak of gathered (transient) bytes,
     and the bytes communicated."""
     rank, world = dist.get_rank(), dist.get_world_size()
@@ -121,5 +135,5 @@ def train_sharded(sizes: list[int], n: int = 256, steps: int = 20, lr: float = 0
     for i, (d_in, d_out) in enumerate(dims):
         full = gather(i)
         params += [full[: d_out * d_in].view(d_out, d_in).clone(), full[d_out * d_in: d_out * d_in + d_out].clone()]
-    return {"params": params, "held_bytes": held, "peak_gathered_bytes": peak_gathered, "comm": comm.summary(),
-            "param_count": sum(numels)}
+    return ShardedRank(params=params, held_bytes=held, peak_gathered_bytes=peak_gathered, comm=comm.summary(),
+                       param_count=sum(numels))

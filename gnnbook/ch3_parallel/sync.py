@@ -41,18 +41,45 @@ is what matters.
 Example:
     >>> from gnnbook.base.launch import run
     >>> out = run("gnnbook.ch3_parallel.sync:train_ssp", 3, {"staleness": 1, "straggler_s": 0.0, "target_loss": 0.5})
-    >>> out[0]["reached"]
+    >>> out[0].reached
     True
 """
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.distributed as dist
 
+from ..base.records import record
 from ..comm.collectives import Comm
+
+
+@record
+@dataclass
+class SSPServer:
+    """What :func:`train_ssp`'s rank 0, the parameter server, measured."""
+
+    staleness: int  # the bound s; -1 for unbounded (ASP)
+    reached: bool  # whether the loss reached target_loss
+    time_to_target_s: float | None  # seconds until it did (None: it did not)
+    updates: int  # gradients applied
+    curve: torch.Tensor  # (seconds, full-data loss) after each update, row 0 the start
+    clocks: list[int]  # pushes per worker (ranks 1..W)
+    comm: dict[str, Any]  # Comm.summary() of the server's messages
+
+
+@record
+@dataclass
+class SSPWorker:
+    """What one of :func:`train_ssp`'s workers (ranks 1..W) measured."""
+
+    pushes: int  # gradients it pushed
+    waited_s: float  # seconds it waited for the server's answers
+    slept: int  # pushes it was the injected straggler for
+    comm: dict[str, Any]  # Comm.summary() of its messages
 
 
 def make_problem(n: int, d: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -69,9 +96,9 @@ def loss_of(w: torch.Tensor, x: torch.Tensor, y: torch.Tensor) -> float:
 def train_ssp(staleness: int | None = 0, straggler_s: float = 0.03, straggler: str = "transient",
               straggler_prob: float = 0.25, compute_s: float = 0.01, target_loss: float = 0.05,
               n: int = 4096, d: int = 64, batch: int = 64, lr: float = 0.1, max_updates: int = 5000,
-              seed: int = 0) -> dict[str, Any]:
-    """One run; the server (rank 0) returns the loss curve and time to target,
-    each worker its number of pushes and the time it spent waiting for the server.
+              seed: int = 0) -> SSPServer | SSPWorker:
+    """One run; the server (rank 0) returns an :class:`SSPServer` (the loss curve and time to target),
+    each worker an :class:`SSPWorker` (its number of pushes and the time it spent waiting for the server).
 
     More than 8 parameters: a rank's entry point for gnnbook.base.launch.run, whose arguments arrive in each
     process as JSON: each knob is its own argument (no settings objects across processes).
@@ -112,12 +139,12 @@ def train_ssp(staleness: int | None = 0, straggler_s: float = 0.03, straggler: s
         comm.recv(reply, 0)
         waited += time.perf_counter() - t0
         if reply[0] > 0:
-            return {"pushes": clock, "waited_s": waited, "slept": slept, "comm": comm.summary()}
+            return SSPWorker(pushes=clock, waited_s=waited, slept=slept, comm=comm.summary())
         w = reply[1:].clone()
 
 
 def _serve(comm: Comm, x, y, workers: int, staleness: int | None, target_loss: float, lr: float,
-           max_updates: int, push: torch.Tensor, reply: torch.Tensor) -> dict[str, Any]:
+           max_updates: int, push: torch.Tensor, reply: torch.Tensor) -> SSPServer:
     d = x.shape[1]
     w = torch.zeros(d)
     clocks = [0] * (workers + 1)         # index = worker rank; [0] unused
@@ -151,6 +178,6 @@ def _serve(comm: Comm, x, y, workers: int, staleness: int | None, target_loss: f
             if stopping or staleness is None or clocks[worker] - slowest <= staleness:
                 waiting.discard(worker)
                 answer(worker)
-    return {"staleness": -1 if staleness is None else staleness, "reached": reached_at is not None,
-            "time_to_target_s": reached_at, "updates": len(curve) - 1, "curve": torch.tensor(curve),
-            "clocks": clocks[1:], "comm": comm.summary()}
+    return SSPServer(staleness=-1 if staleness is None else staleness, reached=reached_at is not None,
+                     time_to_target_s=reached_at, updates=len(curve) - 1, curve=torch.tensor(curve),
+                     clocks=clocks[1:], comm=comm.summary())

@@ -13,18 +13,35 @@ Example:
     >>> from gnnbook.base.launch import run
     >>> out = run("gnnbook.ch3_parallel.tensor_parallel:mlp_tensor_parallel", 2, {"d": 8, "hidden": 16, "n": 4})
     >>> ref = mlp_single(d=8, hidden=16, n=4)
-    >>> bool(torch.allclose(out[0]["y"], ref["y"], atol=1e-5))
+    >>> bool(torch.allclose(out[0].y, ref["y"], atol=1e-5))
     True
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 
+from ..base.records import record
 from ..comm.collectives import Comm
+
+
+@record
+@dataclass
+class TensorParallelRank:
+    """What one rank of :func:`mlp_tensor_parallel` computed: the whole output, its gradient blocks, its bytes."""
+
+    y: torch.Tensor  # the full output (the same on every rank)
+    loss: torch.Tensor
+    grad_A: torch.Tensor  # this rank's column block of A's gradient
+    grad_a: torch.Tensor  # ... and of a's
+    grad_B: torch.Tensor  # this rank's row block of B's gradient
+    grad_b: torch.Tensor
+    grad_x: torch.Tensor  # the full input gradient (after the second all-reduce)
+    comm: dict[str, Any]  # Comm.summary() of the two all-reduces
 
 
 def _problem(d: int, hidden: int, n: int, seed: int) -> dict[str, torch.Tensor]:
@@ -43,9 +60,9 @@ def mlp_single(d: int = 64, hidden: int = 240, n: int = 32, seed: int = 0) -> di
     return {"y": y.detach(), "loss": loss.detach(), **{f"grad_{k}": p[k].grad for k in ("A", "a", "B", "b", "x")}}
 
 
-def mlp_tensor_parallel(d: int = 64, hidden: int = 240, n: int = 32, seed: int = 0) -> dict[str, Any]:
-    """This rank's share: the full output ``y`` (same on every rank), the loss,
-    the gradients of its column block of ``A``/``a`` and row block of ``B``,
+def mlp_tensor_parallel(d: int = 64, hidden: int = 240, n: int = 32, seed: int = 0) -> TensorParallelRank:
+    """This rank's share, a :class:`TensorParallelRank`: the full output ``y`` (same on every rank),
+    the loss, the gradients of its column block of ``A``/``a`` and row block of ``B``,
     the full input gradient, and the bytes communicated."""
     rank, world = dist.get_rank(), dist.get_world_size()
     if hidden % world:
@@ -66,5 +83,5 @@ def mlp_tensor_parallel(d: int = 64, hidden: int = 240, n: int = 32, seed: int =
     partial.backward(y.grad)                              # local weight gradients, a partial dL/dx
     grad_x = x.grad.clone()
     comm.all_reduce(grad_x)                               # backward all-reduce ("f" in Megatron)
-    return {"y": y.detach(), "loss": loss.detach(), "grad_A": A.grad, "grad_a": a.grad, "grad_B": B.grad,
-            "grad_b": y.grad.sum(0), "grad_x": grad_x, "comm": comm.summary()}
+    return TensorParallelRank(y=y.detach(), loss=loss.detach(), grad_A=A.grad, grad_a=a.grad, grad_B=B.grad,
+                              grad_b=y.grad.sum(0), grad_x=grad_x, comm=comm.summary())

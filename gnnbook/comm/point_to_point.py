@@ -13,18 +13,29 @@ all-reduce time per message size (chapters 3 and 5d).
 Example:
     >>> from gnnbook.base.launch import run
     >>> out = run("gnnbook.comm.point_to_point:time_all_reduce", 2, {"sizes": [1000], "repeats": 2})
-    >>> out[0]["sizes"]
+    >>> out[0].sizes
     [1000]
 """
 from __future__ import annotations
 
 import time
-from typing import Any
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
 
+from ..base.records import record
 from .collectives import Comm
+
+
+@record
+@dataclass
+class AllReduceTimes:
+    """What one rank of :func:`time_all_reduce` measured: gloo's all-reduce time per message size."""
+
+    sizes: list[int]  # float32 elements per message
+    seconds: list[float]  # median seconds of one all-reduce, per size
+    world_size: int
 
 class PointToPoint:
     """Only point-to-point messages (counted, and measured on the wire); ``rank`` and ``world_size``.
@@ -47,8 +58,8 @@ class PointToPoint:
         return self._counter.irecv(t, src)
 
 
-def time_all_reduce(sizes: list[int], repeats: int = 5) -> dict[str, Any]:
-    """Median seconds of ``dist.all_reduce`` (gloo) for float32 tensors of each size."""
+def time_all_reduce(sizes: list[int], repeats: int = 5) -> AllReduceTimes:
+    """Median seconds of ``dist.all_reduce`` (gloo) for float32 tensors of each size, as an :class:`AllReduceTimes`."""
     seconds = []
     for size in sizes:
         t = torch.ones(size)
@@ -59,4 +70,4 @@ def time_all_reduce(sizes: list[int], repeats: int = 5) -> dict[str, Any]:
             dist.all_reduce(t)
             runs.append(time.perf_counter() - t0)
         seconds.append(sorted(runs)[len(runs) // 2])
-    return {"sizes": list(sizes), "seconds": seconds, "world_size": dist.get_world_size()}
+    return AllReduceTimes(sizes=list(sizes), seconds=seconds, world_size=dist.get_world_size())
