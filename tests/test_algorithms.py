@@ -38,13 +38,13 @@ def test_fusion_splits_carry_the_fused_payload_plus_headers_per_message():
     out = run("gnnbook.comm.algorithms:fusion_seconds", 2, {"num_tensors": [1, 8], "total_floats": 800,
                                                                 "repeats": 3}, deadline_s=60)
     for rank, o in enumerate(out):
-        assert o["num_tensors"] == [1, 8] and len(o["seconds"]) == 2 and min(o["seconds"]) > 0
+        assert o.num_tensors == [1, 8] and len(o.seconds) == 2 and min(o.seconds) > 0
         fused, split = gloo_bytes.all_reduce(800 * 4, 4, 2, rank), gloo_bytes.all_reduce(100 * 4, 4, 2, rank)
         assert 8 * split.sent == fused.sent                             # the same payload either way
-        assert o["wire_sent"] == [fused.wire_sent, 8 * split.wire_sent]  # measured on the sockets
+        assert o.wire_sent == [fused.wire_sent, 8 * split.wire_sent]  # measured on the sockets
         headers = gloo_bytes.PREAMBLE_BYTES * (2 * (8 * split.messages_sent - fused.messages_sent)
                                                + 8 * split.messages_received - fused.messages_received)
-        assert o["wire_sent"][1] - o["wire_sent"][0] == headers > 0     # splitting adds headers, not payload
+        assert o.wire_sent[1] - o.wire_sent[0] == headers > 0     # splitting adds headers, not payload
 
 
 def test_unknown_algorithms_are_refused():

@@ -19,12 +19,12 @@ def test_join_and_truncate_finish_and_equal_the_replay():
     for out, (steps, mode) in zip(runs, [(UNEVEN, "join"), (UNEVEN, "truncate"), ([4, 4], "plain")]):
         expected = replay_uneven(steps, mode)
         for rank in out:
-            assert torch.allclose(rank["weight"], expected["weight"], atol=1e-6), mode
-            assert torch.allclose(rank["bias"], expected["bias"], atol=1e-6), mode
-    assert [r["steps_run"] for r in runs[0]] == UNEVEN          # Join: every rank used all its data
-    assert [r["steps_run"] for r in runs[1]] == [3, 3]          # truncated to the smallest count
+            assert torch.allclose(rank.weight, expected["weight"], atol=1e-6), mode
+            assert torch.allclose(rank.bias, expected["bias"], atol=1e-6), mode
+    assert [r.steps_run for r in runs[0]] == UNEVEN          # Join: every rank used all its data
+    assert [r.steps_run for r in runs[1]] == [3, 3]          # truncated to the smallest count
     # Join's extra steps change the model: it is not the truncated run
-    assert not torch.allclose(runs[0][0]["weight"], runs[1][0]["weight"])
+    assert not torch.allclose(runs[0][0].weight, runs[1][0].weight)
 
 
 def test_uneven_plain_ddp_hangs_until_the_deadline_which_names_it():
@@ -47,9 +47,9 @@ def test_mismatched_collective_order_aborts_and_debug_mode_names_both_calls():
 
 def test_a_missing_collective_times_out_with_the_groups_timeout():
     out = run("gnnbook.comm.uneven:missing_collective", 2, {"timeout_s": 2.0}, deadline_s=60)
-    assert "Timed out" in out[0]["error"]
-    assert 1.9 < out[0]["waited_s"] < 10
-    assert out[1]["error"] is None
+    assert "Timed out" in out[0].error
+    assert 1.9 < out[0].waited_s < 10
+    assert out[1].error is None
 
 
 def test_bad_input_is_named():

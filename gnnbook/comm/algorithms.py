@@ -30,12 +30,26 @@ Example (in each rank of ``gnnbook.base.launch.run``):
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Sequence
 
 import torch
 import torch.distributed as dist
 
+from ..base.records import record
+
 ALGORITHMS = ("direct", "tree", "ring")
+
+
+@record
+@dataclass
+class FusionTimes:
+    """What one rank of :func:`fusion_seconds` measured, per number of tensors ``k``."""
+
+    num_tensors: list[int]  # the k values, in order
+    floats: int  # floats all-reduced in every round, whatever k
+    seconds: list[float]  # median seconds of one round, per k
+    wire_sent: list[int]  # bytes this rank's sockets sent for one more round, per k
 
 
 def bytes_sent_formula(algorithm: str, size_bytes: int, world_size: int, rank: int) -> float:
@@ -130,9 +144,9 @@ def ring_all_reduce(tensor: torch.Tensor, comm) -> torch.Tensor:
 
 
 def fusion_seconds(num_tensors: Sequence[int] = (1, 10, 100), total_floats: int = 25_600,
-                   repeats: int = 7) -> dict[str, Any]:
+                   repeats: int = 7) -> FusionTimes:
     """Run in each rank: all-reduce ``total_floats`` floats split into ``k`` equal
-    tensors, one collective each, for each ``k``; the median seconds over ``repeats``.
+    tensors, one collective each, for each ``k``; a :class:`FusionTimes` with the median seconds over ``repeats``.
     ``k = 1`` is the fused message.  Same bytes, ``k`` start-up latencies.  ``wire_sent``:
     the bytes this rank put on the sockets for one more, untimed, round of each ``k``
     (the same payload for every ``k``; gloo's headers grow with the messages)."""
@@ -154,4 +168,4 @@ def fusion_seconds(num_tensors: Sequence[int] = (1, 10, 100), total_floats: int 
             for piece in pieces:
                 dist.all_reduce(piece)
         wire_sent.append(comm.windows[f"{k} tensors"][0])
-    return {"num_tensors": list(num_tensors), "floats": total_floats, "seconds": seconds, "wire_sent": wire_sent}
+    return FusionTimes(num_tensors=list(num_tensors), floats=total_floats, seconds=seconds, wire_sent=wire_sent)

@@ -30,19 +30,41 @@ the single-process arithmetic that a finished run must equal exactly.
 Example:
     >>> from gnnbook.base.launch import run
     >>> out = run("gnnbook.comm.uneven:train_uneven", 2, {"steps": [3, 2], "mode": "join"})
-    >>> [r["steps_run"] for r in out]
+    >>> [r.steps_run for r in out]
     [3, 2]
 """
 from __future__ import annotations
 
 import datetime
+from dataclasses import dataclass
 from typing import Any, Sequence
 
 import torch
 import torch.distributed as dist
 
+from ..base.records import record
+
 MODES = ("plain", "join", "truncate")
 DIM = 4
+
+
+@record
+@dataclass
+class UnevenRank:
+    """What one rank of :func:`train_uneven` ends with: the steps it ran and the final weights."""
+
+    steps_run: int  # minibatches this rank trained on
+    weight: torch.Tensor  # the model's final weight (the same on every rank)
+    bias: torch.Tensor
+
+
+@record
+@dataclass
+class MissingCall:
+    """What one rank of :func:`missing_collective` saw: the error it got (if any) and how long it waited."""
+
+    error: str | None  # the first line of the error (rank 0: the group's timeout), None if none
+    waited_s: float
 
 
 def minibatch(rank: int, step: int, batch: int = 8, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
@@ -64,12 +86,12 @@ def _check(steps: Sequence[int], mode: str) -> None:
         raise ValueError(f"steps must give every rank at least one minibatch, got {list(steps)}")
 
 
-def train_uneven(steps: Sequence[int], mode: str = "plain", lr: float = 0.05, seed: int = 0) -> dict[str, Any]:
+def train_uneven(steps: Sequence[int], mode: str = "plain", lr: float = 0.05, seed: int = 0) -> UnevenRank:
     """Run in each rank: DDP training where rank ``r`` has ``steps[r]`` minibatches.
 
     ``plain`` hangs when the counts differ; ``join`` wraps the loop in
     ``Join([model])``; ``truncate`` runs ``min(steps)`` on every rank.
-    Returns the final weights and the steps this rank ran.
+    Returns an :class:`UnevenRank`: the final weights and the steps this rank ran.
     """
     from torch.distributed.algorithms.join import Join
     from torch.nn.parallel import DistributedDataParallel
@@ -94,7 +116,8 @@ def train_uneven(steps: Sequence[int], mode: str = "plain", lr: float = 0.05, se
             loop()
     else:
         loop()
-    return dict(steps_run=mine, weight=model.module.weight.detach().clone(), bias=model.module.bias.detach().clone())
+    return UnevenRank(steps_run=mine, weight=model.module.weight.detach().clone(),
+                      bias=model.module.bias.detach().clone())
 
 
 def replay_uneven(steps: Sequence[int], mode: str, lr: float = 0.05, seed: int = 0) -> dict[str, torch.Tensor]:
@@ -136,19 +159,19 @@ def mismatched_order() -> dict[str, Any]:
     return dict(finished=True)
 
 
-def missing_collective(timeout_s: float = 3.0) -> dict[str, Any]:
+def missing_collective(timeout_s: float = 3.0) -> MissingCall:
     """Run in each rank: rank 0 makes one all-reduce more than the others, on a
-    group whose timeout is ``timeout_s``.  Returns the error rank 0 got (if any)
-    and how long it waited."""
+    group whose timeout is ``timeout_s``.  Returns a :class:`MissingCall`: the error
+    rank 0 got (if any) and how long it waited."""
     import time
 
     group = dist.new_group(timeout=datetime.timedelta(seconds=timeout_s))
     dist.all_reduce(torch.ones(4), group=group)  # every rank: fine
     if dist.get_rank() != 0:
-        return dict(error=None, waited_s=0.0)
+        return MissingCall(error=None, waited_s=0.0)
     start = time.perf_counter()
     try:
         dist.all_reduce(torch.ones(4), group=group)  # nobody else calls this one
     except RuntimeError as err:
-        return dict(error=str(err).splitlines()[0][:300], waited_s=time.perf_counter() - start)
-    return dict(error=None, waited_s=time.perf_counter() - start)
+        return MissingCall(error=str(err).splitlines()[0][:300], waited_s=time.perf_counter() - start)
+    return MissingCall(error=None, waited_s=time.perf_counter() - start)
