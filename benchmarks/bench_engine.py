@@ -32,11 +32,11 @@ def pushpull_rows(results: list[dict], k: int, layers: int) -> list[dict]:
     rows = []
     for mode in MODES:
         ranks = [r[mode] for r in results]
-        epoch_s = np.max([r["epoch_s"][1:] for r in ranks], axis=0)       # the slowest rank ends the epoch
-        rows.append({"K": k, "L": layers, "mode": mode, "bytes": sum(r["dependency_wire"][0] for r in ranks),
+        epoch_s = np.max([r.epoch_s[1:] for r in ranks], axis=0)       # the slowest rank ends the epoch
+        rows.append({"K": k, "L": layers, "mode": mode, "bytes": sum(r.dependency_wire[0] for r in ranks),
                      "epoch_ms": 1e3 * float(epoch_s.min()), "epoch_ms_median": 1e3 * float(np.median(epoch_s)),
-                     "redundant_rows": sum(sum(r["redundant_rows"]) for r in ranks),
-                     "modelled_ms": 1e3 * sum(r["modelled"][mode] for r in ranks)})
+                     "redundant_rows": sum(sum(r.redundant_rows) for r in ranks),
+                     "modelled_ms": 1e3 * sum(r.modelled[mode] for r in ranks)})
     best_bytes, best_time = min(r["bytes"] for r in rows), min(r["epoch_ms"] for r in rows)
     for row in rows:
         row["bytes / best"] = row["bytes"] / best_bytes
@@ -84,8 +84,8 @@ def main() -> None:
     steps = run_sequence(jobs, 2, deadline_s=900)
     moved = {}
     for (_, job), ranks in zip(jobs, steps):
-        phase = sum(r["phase_wire"][0] for r in ranks)
-        grads = sum(r["gradient_wire"][0] for r in ranks)
+        phase = sum(r.phase_wire[0] for r in ranks)
+        grads = sum(r.gradient_wire[0] for r in ranks)
         moved[(job["feature_width"], job["mode"])] = (phase, phase + grads)
     p3_rows = [{"F": f, "p3 bytes": moved[(f, "p3")][0], "data parallel bytes": moved[(f, "data_parallel")][0],
                 "p3 / data parallel": moved[(f, "p3")][0] / moved[(f, "data_parallel")][0],

@@ -19,31 +19,31 @@ def test_every_mode_equals_one_process_and_its_bytes_are_the_formula(world_size)
     args = {"layers": 3, "feature_width": 24, "hidden": 8, "epochs": 2, "cost_model": COST}
     results = run("gnnbook.ch5_minibatch.pushpull:compare", world_size, args, deadline_s=240)
     runs = [[r[mode] for r in results] for mode in pp.MODES]
-    owner = runs[0][0]["owner"]
+    owner = runs[0][0].owner
     ref = pp.reference(pp.build(feature_width=24, hidden=8, layers=3, num_parts=world_size, owner=owner))
     for mode, out in zip(pp.MODES, runs):
-        assert all(torch.equal(o["owner"], owner) for o in out)
+        assert all(torch.equal(o.owner, owner) for o in out)
         for o in out:
-            assert torch.allclose(o["logits"], ref["logits"][o["own"]], atol=1e-5), mode
-            for got, want in zip(o["grads"], ref["grads"]):
+            assert torch.allclose(o.logits, ref["logits"][o.own], atol=1e-5), mode
+            for got, want in zip(o.grads, ref["grads"]):
                 for g, w in zip(got, want):
                     assert torch.allclose(g, w, atol=1e-5), (mode, float((g - w).abs().max()))
-            ops = o["summary"]["by_op"]
-            assert o["dependency_wire"][0] == ops["all_to_all"]["expected_sent"], (mode, o["rank"])  # payload + headers
-            assert o["gradient_wire"][0] == ops["all_reduce"]["expected_sent"]
-            modelled = o["modelled"]
+            ops = o.summary["by_op"]
+            assert o.dependency_wire[0] == ops["all_to_all"]["expected_sent"], (mode, o.rank)  # payload + headers
+            assert o.gradient_wire[0] == ops["all_reduce"]["expected_sent"]
+            modelled = o.modelled
             assert modelled["hybrid"] <= min(modelled["push"], modelled["pull"]) * (1 + 1e-12)
-        payload = sum(o["summary"]["by_op"]["all_to_all"]["payload_sent"] for o in out)
-        formula = sum(o["formula"]["forward_received"] + o["formula"]["backward_sent"] for o in out)
+        payload = sum(o.summary["by_op"]["all_to_all"]["payload_sent"] for o in out)
+        formula = sum(o.formula["forward_received"] + o.formula["backward_sent"] for o in out)
         assert payload == formula, mode
         if mode == "push":
-            assert all(sum(o["redundant_rows"]) == 0 for o in out)
-            assert all(o["received_rows"] == [o["halo"]] * 3 for o in out)
+            assert all(sum(o.redundant_rows) == 0 for o in out)
+            assert all(o.received_rows == [o.halo] * 3 for o in out)
         if mode == "pull":
-            assert all(o["formula"]["backward_sent"] == 0 and o["received_rows"][1:] == [0, 0] for o in out)
+            assert all(o.formula["backward_sent"] == 0 and o.received_rows[1:] == [0, 0] for o in out)
     hybrid = runs[2]
-    assert any(sum(o["redundant_rows"]) > 0 for o in hybrid)          # this cost model mixes the two
-    assert any(0 < o["received_rows"][2] for o in hybrid)
+    assert any(sum(o.redundant_rows) > 0 for o in hybrid)          # this cost model mixes the two
+    assert any(0 < o.received_rows[2] for o in hybrid)
 
 
 def test_an_emulated_link_delays_every_mode_by_the_bytes_it_receives():
@@ -53,12 +53,12 @@ def test_an_emulated_link_delays_every_mode_by_the_bytes_it_receives():
     results = run("gnnbook.ch5_minibatch.pushpull:compare", 2, args, deadline_s=240)
     for mode in pp.MODES:
         for o in (r[mode] for r in results):
-            received = o["dependency_wire"][1]                            # measured on the sockets, epoch 1
+            received = o.dependency_wire[1]                            # measured on the sockets, epoch 1
             # 3 exchanges (2 layers forward, 1 back), one message each way with the one peer: the link
             # carries all but the peer's ready-to-receive notices for this rank's own 3 messages
             link_bytes = received - 3 * PREAMBLE_BYTES
-            assert o["link_s_per_epoch"] == pytest.approx(link_bytes * beta, rel=1e-9), (mode, o["rank"])
-            assert min(o["epoch_s"]) >= o["link_s_per_epoch"]             # the receiver slept at least that long
+            assert o.link_s_per_epoch == pytest.approx(link_bytes * beta, rel=1e-9), (mode, o.rank)
+            assert min(o.epoch_s) >= o.link_s_per_epoch             # the receiver slept at least that long
     with pytest.raises(ValueError, match="link_slowdown must be >= 1"):
         pp.compare(["push"], link_slowdown=0.5)
 

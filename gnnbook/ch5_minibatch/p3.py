@@ -29,7 +29,7 @@ real P3 distributes; it moves no bytes here.
 Example:
     >>> from gnnbook.base.launch import run
     >>> out = run("gnnbook.ch5_minibatch.p3:step", 2, {"mode": "p3", "feature_width": 32}, deadline_s=120)  # doctest: +SKIP
-    >>> out[0]["activation_bytes_formula"] > 0                                                       # doctest: +SKIP
+    >>> out[0].activation_bytes_formula > 0                                                          # doctest: +SKIP
     True
 """
 from __future__ import annotations
@@ -42,6 +42,7 @@ import torch
 import torch.distributed as dist
 import torch.nn.functional as F
 
+from ..base.records import record
 from ..comm.algorithms import sum_from_peers
 
 MODES = ("p3", "data_parallel")
@@ -180,10 +181,29 @@ def _p3(problem: Problem, comm, rank: int, k: int, w: dict[str, torch.Tensor]) -
                 feature_bytes_formula=0)
 
 
+@record
+@dataclass
+class StepRank:
+    """What one rank of :func:`step` computed and moved; the last four fields belong to one mode each."""
+
+    mode: str  # "p3" or "data_parallel"
+    rank: int
+    grads: dict[str, torch.Tensor]  # all-reduced (P3: W1 holds this rank's rows only, zeros elsewhere)
+    activation_bytes_formula: int  # P3's partial activations and their gradients (0 in data parallel)
+    feature_bytes_formula: int  # data parallel's feature rows and ids (0 in P3)
+    phase_wire: list[int]  # [sent, received] on the sockets in the mode's phase (activations / features)
+    gradient_wire: list[int]  # ... in the gradient all-reduce
+    summary: dict[str, Any]  # Comm.summary()
+    remote_rows: int | None = None  # data parallel: input rows another machine owns
+    input_nodes: int | None = None  # data parallel: its minibatch's input nodes
+    cols: list[int] | None = None  # P3: [first, last + 1] of its feature columns
+    first_layer_outputs: list[int] | None = None  # P3: first-layer output nodes of every machine's minibatch
+
+
 def step(mode: str = "p3", dataset: str = "cora", feature_width: int = 128, hidden: int = 16,
-         fanouts: Sequence[int] = (10, 10), batch_size: int = 64, seed: int = 0) -> dict[str, Any]:
-    """Run in each rank: one training step, P3 or data parallel; returns this rank's gradients
-    (P3: its rows of W1 only, zeros elsewhere) and the bytes its sockets carried, per phase."""
+         fanouts: Sequence[int] = (10, 10), batch_size: int = 64, seed: int = 0) -> StepRank:
+    """Run in each rank: one training step, P3 or data parallel; returns a :class:`StepRank`: this rank's
+    gradients (P3: its rows of W1 only, zeros elsewhere) and the bytes its sockets carried, per phase."""
     from ..comm.collectives import Comm
 
     if mode not in MODES:
@@ -205,6 +225,6 @@ def step(mode: str = "p3", dataset: str = "cora", feature_width: int = 128, hidd
         offset += size
     summary = comm.summary()
     phase = "activations" if mode == "p3" else "features"
-    return dict(mode=mode, rank=rank, grads={name: t.grad for name, t in w.items()}, **info,
-                phase_wire=summary["windows"].get(phase, summary["by_op"].get(phase, {})),
-                gradient_wire=summary["windows"]["gradients"], summary=summary)
+    return StepRank(mode=mode, rank=rank, grads={name: t.grad for name, t in w.items()}, **info,
+                    phase_wire=summary["windows"].get(phase, summary["by_op"].get(phase, {})),
+                    gradient_wire=summary["windows"]["gradients"], summary=summary)

@@ -39,7 +39,7 @@ its logits and gradients.
 Example:
     >>> from gnnbook.base.launch import run
     >>> out = run("gnnbook.ch5_minibatch.pushpull:epoch", 2, {"mode": "hybrid", "layers": 2}, deadline_s=120)  # doctest: +SKIP
-    >>> out[0]["modelled"]["hybrid"] <= min(out[0]["modelled"]["push"], out[0]["modelled"]["pull"])   # doctest: +SKIP
+    >>> out[0].modelled["hybrid"] <= min(out[0].modelled["push"], out[0].modelled["pull"])   # doctest: +SKIP
     True
 """
 from __future__ import annotations
@@ -53,6 +53,8 @@ import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
+
+from ..base.records import record
 
 MODES = ("pull", "push", "hybrid")
 PARTITIONS = ("metis", "random")
@@ -493,10 +495,34 @@ def _train_epoch(problem, plan, prepared, sends, w, comm, total_train: int, lr: 
     return out, grads
 
 
+@record
+@dataclass
+class ModeRank:
+    """What one rank measured for one mode of :func:`compare` (:func:`epoch` returns one)."""
+
+    mode: str  # "pull", "push" or "hybrid"
+    rank: int
+    owner: torch.Tensor  # (N,) every node's machine (rank 0's partition)
+    own: torch.Tensor  # the nodes this rank owns, in the order of its logits' rows
+    logits: torch.Tensor  # first epoch, its own rows
+    grads: list[tuple[torch.Tensor, torch.Tensor]]  # first epoch, all-reduced, per layer (W, b)
+    epoch_s: list[float]  # seconds of each epoch (the first one measured bytes too)
+    link_s_per_epoch: float  # the emulated link's wire seconds per epoch (0 unless emulate_link)
+    dependency_wire: list[int]  # first epoch: [sent, received] on the sockets for the dependencies
+    gradient_wire: list[int]  # ... and for the gradient all-reduce
+    formula: dict[str, int]  # formula_bytes: forward_received, backward_sent
+    redundant_rows: list[int]  # remote rows it computed itself, per layer
+    received_rows: list[int]  # remote rows pushed to it, per layer
+    halo: int  # its remote in-neighbours
+    modelled: dict[str, float]  # the modelled cost of every mode's plan under the same cost model
+    cost_model: dict[str, Any]  # compute_s_per_row, link_s_per_byte
+    summary: dict[str, Any]  # Comm.summary() of the first epoch
+
+
 def compare(modes: Sequence[str] = MODES, dataset: str = "cora", feature_width: int = 32, hidden: int = 16,
             layers: int = 2, partition_by: str = "metis", epochs: int = 3, link: str | float = "10 GbE (TCP)",
             cost_model: dict[str, Any] | None = None, lr: float = 0.1, seed: int = 0, link_slowdown: float = 1.0,
-            emulate_link: bool = False) -> dict[str, dict[str, Any]]:
+            emulate_link: bool = False) -> dict[str, ModeRank]:
     """Run in each rank: plan every mode of ``modes`` under one cost model (``cost_model``, or per-row
     costs measured here and ``link``'s seconds per byte times ``link_slowdown``), tell the owners what
     each plan needs, take one measured epoch per mode (bytes on the sockets), then ``epochs - 1`` timed
@@ -509,9 +535,9 @@ def compare(modes: Sequence[str] = MODES, dataset: str = "cora", feature_width: 
     inputs backward, empty or not), so a latency would add the same to all three.  The gradient
     all-reduce, the same in every mode, runs on loopback.
 
-    Returns, per mode, this rank's first-epoch logits (own rows) and all-reduced gradients, bytes,
-    redundant rows, epoch times, the emulated link's wire seconds per epoch, and the modelled cost of
-    all three modes.
+    Returns, per mode, a :class:`ModeRank`: this rank's first-epoch logits (own rows) and all-reduced
+    gradients, bytes, redundant rows, epoch times, the emulated link's wire seconds per epoch, and the
+    modelled cost of all three modes.
 
     More than 8 parameters: a rank's entry point for gnnbook.base.launch.run, whose arguments arrive in each
     process as JSON: each knob is its own argument (no settings objects across processes).
@@ -560,18 +586,19 @@ def compare(modes: Sequence[str] = MODES, dataset: str = "cora", feature_width: 
     results = {}
     for mode in modes:
         plan, summary = plans[mode], runs[mode]["comm"].summary()
-        results[mode] = dict(mode=mode, rank=rank, owner=problem.owner, own=plan.own, logits=first[mode][0],
-                             grads=first[mode][1], epoch_s=times[mode],
-                             link_s_per_epoch=links[mode].modeled_s / epochs,   # 0 unless emulated: nothing posted
-                             dependency_wire=summary["windows"]["dependencies"],
-                             gradient_wire=summary["windows"]["gradients"],
-                             formula=formula_bytes(problem, plan), redundant_rows=redundant_rows(plan),
-                             received_rows=[len(x) for x in plan.received], halo=len(remote_levels(problem, rank)[-1]),
-                             modelled={m: p.modelled["cost"] for m, p in plans.items()}, cost_model=cost_model,
-                             summary=summary)
+        results[mode] = ModeRank(mode=mode, rank=rank, owner=problem.owner, own=plan.own, logits=first[mode][0],
+                                 grads=first[mode][1], epoch_s=times[mode],
+                                 link_s_per_epoch=links[mode].modeled_s / epochs,   # 0 unless emulated: nothing posted
+                                 dependency_wire=summary["windows"]["dependencies"],
+                                 gradient_wire=summary["windows"]["gradients"],
+                                 formula=formula_bytes(problem, plan), redundant_rows=redundant_rows(plan),
+                                 received_rows=[len(x) for x in plan.received],
+                                 halo=len(remote_levels(problem, rank)[-1]),
+                                 modelled={m: p.modelled["cost"] for m, p in plans.items()}, cost_model=cost_model,
+                                 summary=summary)
     return results
 
 
-def epoch(mode: str = "hybrid", **kwargs: Any) -> dict[str, Any]:
-    """Run in each rank: :func:`compare` for one mode (same keywords); returns its result."""
+def epoch(mode: str = "hybrid", **kwargs: Any) -> ModeRank:
+    """Run in each rank: :func:`compare` for one mode (same keywords); returns its :class:`ModeRank`."""
     return compare([mode], **kwargs)[mode]
