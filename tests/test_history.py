@@ -128,9 +128,9 @@ def test_distributed_history_bytes_are_the_boundary_rows_of_the_graph():
     out = run("gnnbook.ch5_minibatch.history:distributed", 2,
               {"dataset": "cora", "num_parts": 8, "clusters_per_batch": 2, "epochs": 3, "patience": 3},
               deadline_s=240)
-    assert [o["rank"] for o in out] == [0, 1]
-    assert out[0]["weights_checksum"] == pytest.approx(out[1]["weights_checksum"], rel=1e-6)   # one model
-    assert out[0]["test_acc"] == out[1]["test_acc"]
+    assert [o.rank for o in out] == [0, 1]
+    assert out[0].weights_checksum == pytest.approx(out[1].weights_checksum, rel=1e-6)   # one model
+    assert out[0].test_acc == out[1].test_acc
     # the boundary from the graph itself: cluster c is rank c % 2's; rank r pulls, once per epoch, every
     # node of the other rank with an edge into one of its own nodes
     cora = load_dataset("cora")
@@ -140,14 +140,14 @@ def test_distributed_history_bytes_are_the_boundary_rows_of_the_graph():
     src, dst = cora.edges()
     pulled_by = [len(torch.unique(src[(owner[dst] == r) & (owner[src] != r)])) for r in (0, 1)]
     for o in out:
-        assert (o["hidden"], o["num_tables"]) == (16, 1)              # GCN's 16 hidden units, one table
-        rows_sent = pulled_by[1 - o["rank"]]
-        assert o["sent_rows"] == rows_sent > 0 and o["received_rows"] == pulled_by[o["rank"]] > 0
-        expected = o["epochs_run"] * rows_sent * 16 * 4                # float32 rows, every epoch
-        assert o["history_bytes_formula"] == expected
-        ops = o["summary"]["by_op"]["all_to_all"]
+        assert (o.hidden, o.num_tables) == (16, 1)              # GCN's 16 hidden units, one table
+        rows_sent = pulled_by[1 - o.rank]
+        assert o.sent_rows == rows_sent > 0 and o.received_rows == pulled_by[o.rank] > 0
+        expected = o.epochs_run * rows_sent * 16 * 4                # float32 rows, every epoch
+        assert o.history_bytes_formula == expected
+        ops = o.summary["by_op"]["all_to_all"]
         assert ops["payload_sent"] == expected                         # what the all-to-all carried
-        assert o["history_wire"][0] == ops["expected_sent"]            # measured = payload + gloo headers
+        assert o.history_wire[0] == ops["expected_sent"]            # measured = payload + gloo headers
 
 
 def test_refresh_on_eval_fills_the_history_before_the_first_step():

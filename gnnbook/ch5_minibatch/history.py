@@ -55,6 +55,7 @@ import torch
 import torch.nn.functional as F
 
 from ..base.memory import PeakMemory
+from ..base.records import record
 from ..base.seeding import set_seed
 from ..graph.normalisation import gcn_edge_weights
 from ..training.train import (BestEpoch, Optim, accuracy, epoch_metrics, model_input, prepare_graph,
@@ -524,12 +525,39 @@ def history_bytes_formula(rows: int, hidden: int, num_tables: int) -> int:
     return rows * hidden * 4 * num_tables
 
 
+@record
+@dataclass
+class HistoryRank:
+    """What one rank of :func:`distributed` measured (the weights, so the accuracies, are the same on every rank)."""
+
+    rank: int
+    world_size: int
+    test_acc: float  # of the best epoch's weights, on the full graph
+    val_acc: float
+    best_epoch: int
+    epochs_run: int
+    seconds_per_epoch: float  # training steps only
+    steps_per_epoch: int  # the most batches any rank has (a rank with fewer all-reduces zero gradients)
+    owned_clusters: int
+    owned_nodes: int
+    sent_rows: int  # boundary rows its peers pull from it, per epoch
+    received_rows: int  # boundary rows it pulls from its peers, per epoch
+    hidden: int
+    num_tables: int  # history tables (layers - 1)
+    history_bytes_formula_per_epoch: int  # of sent_rows, by history_bytes_formula
+    history_bytes_formula: int  # ... over all epochs run
+    history_wire: list[int]  # [sent, received] on the sockets for the history pulls, all epochs
+    staleness: list[dict[str, float]]  # per epoch: own, pulled (first table's relative error)
+    summary: dict[str, Any]  # Comm.summary()
+    weights_checksum: float  # sum of the final weights (to compare the ranks)
+
+
 def distributed(dataset: str = "cora", seed: int = 0, num_parts: int = 40, clusters_per_batch: int = 10,
-                epochs: int = 100, patience: int | None = None) -> dict[str, Any]:
+                epochs: int = 100, patience: int | None = None) -> HistoryRank:
     """Run in each rank (``gnnbook.base.launch.run("gnnbook.ch5_minibatch.history:distributed", 2, {...})``):
     GAS on this rank's clusters, gradients all-reduced every step, the boundary rows of every history
-    table pulled from their owners once per epoch (measured).  Returns the test accuracy (the same
-    weights on every rank), this rank's measured history bytes and their formula."""
+    table pulled from their owners once per epoch (measured).  Returns a :class:`HistoryRank`: the test
+    accuracy (the same weights on every rank), this rank's measured history bytes and their formula."""
     import torch.distributed as dist
 
     from ..comm.collectives import Comm
@@ -602,12 +630,12 @@ def distributed(dataset: str = "cora", seed: int = 0, num_parts: int = 40, clust
     with torch.no_grad():
         logits = full_forward(model, setup.adj, x)
     sent_rows, received_rows = sum(len(r) for r in send_rows), sum(len(r) for r in recv_rows)
-    return dict(rank=rank, world_size=k, test_acc=accuracy(logits[masks["test"]], labels[masks["test"]]),
-                val_acc=best.val_acc, best_epoch=best.epoch, epochs_run=epochs_run,
-                seconds_per_epoch=seconds / max(1, epochs_run), steps_per_epoch=steps,
-                owned_clusters=len(owned[rank]), owned_nodes=len(owned_nodes[rank]),
-                sent_rows=sent_rows, received_rows=received_rows, hidden=hidden, num_tables=num_tables,
-                history_bytes_formula_per_epoch=history_bytes_formula(sent_rows, hidden, num_tables),
-                history_bytes_formula=epochs_run * history_bytes_formula(sent_rows, hidden, num_tables),
-                history_wire=summary["windows"]["histories"], staleness=stale, summary=summary,
-                weights_checksum=float(sum(p.double().sum() for p in model.parameters())))
+    return HistoryRank(rank=rank, world_size=k, test_acc=accuracy(logits[masks["test"]], labels[masks["test"]]),
+                       val_acc=best.val_acc, best_epoch=best.epoch, epochs_run=epochs_run,
+                       seconds_per_epoch=seconds / max(1, epochs_run), steps_per_epoch=steps,
+                       owned_clusters=len(owned[rank]), owned_nodes=len(owned_nodes[rank]),
+                       sent_rows=sent_rows, received_rows=received_rows, hidden=hidden, num_tables=num_tables,
+                       history_bytes_formula_per_epoch=history_bytes_formula(sent_rows, hidden, num_tables),
+                       history_bytes_formula=epochs_run * history_bytes_formula(sent_rows, hidden, num_tables),
+                       history_wire=summary["windows"]["histories"], staleness=stale, summary=summary,
+                       weights_checksum=float(sum(p.double().sum() for p in model.parameters())))
