@@ -107,11 +107,11 @@ def test_distributed_index_batching_equals_one_process():
     args = dict(hidden=4, epochs=1, batch_size=16, max_batches=3, seed=1)
     ranks = run("gnnbook.applications.temporal:train_distributed", 2, args, deadline_s=240)
     single = train_distributed(**args)
-    assert [r["rank"] for r in ranks] == [0, 1]
+    assert [r.rank for r in ranks] == [0, 1]
     for r in ranks:
-        assert r["series_bytes"] == 2016 * 207 * 4, "each rank holds the series once"
-        assert r["losses"] == pytest.approx(single["losses"], rel=1e-4)
-        for p, q in zip(r["params"], single["params"]):
+        assert r.series_bytes == 2016 * 207 * 4, "each rank holds the series once"
+        assert r.losses == pytest.approx(single.losses, rel=1e-4)
+        for p, q in zip(r.params, single.params):
             assert torch.allclose(p, q, atol=1e-5)
 
 

@@ -33,11 +33,11 @@ Example:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import torch
 from torch import nn
 
+from ..base.records import record
 from ..graph.normalisation import gcn_dense_adjacency
 
 
@@ -242,11 +242,23 @@ def historical_average(data: IndexDataset, split: Split) -> dict[str, float]:
     return {"mae": float(error.abs().mean()), "rmse": float((error ** 2).mean().sqrt())}
 
 
+@record
+@dataclass
+class TemporalRank:
+    """What one rank of :func:`train_distributed` ends with (the weights are the same on every rank)."""
+
+    rank: int
+    losses: list[float]  # the mean training loss, per epoch
+    series_bytes: int  # what this rank's IndexDataset holds: the series, once
+    params: list[torch.Tensor]  # the trained model's parameters
+
+
 def train_distributed(dataset: str = "los-loop", past: int = 12, horizon: int = 12, hidden: int = 16,
                       epochs: int = 1, batch_size: int = 64, lr: float = 0.01, seed: int = 0,
-                      max_batches: int | None = None) -> dict[str, Any]:
+                      max_batches: int | None = None) -> TemporalRank:
     """One rank of distributed index-batching (run it with :func:`gnnbook.base.launch.run`):
-    the rank loads the series once, slices its share of every batch and all-reduces gradients.
+    the rank loads the series once, slices its share of every batch and all-reduces gradients;
+    returns a :class:`TemporalRank`.
 
     Example:
         >>> from gnnbook.base.launch import run
@@ -267,5 +279,5 @@ def train_distributed(dataset: str = "los-loop", past: int = 12, horizon: int = 
     torch.manual_seed(seed)
     model = TGCN(traffic.adjacency, hidden, horizon)
     losses = fit(model, data, epochs, batch_size, lr, seed, max_batches)
-    return {"rank": rank, "losses": losses, "series_bytes": data.nbytes,
-            "params": [p.detach().clone() for p in model.parameters()]}
+    return TemporalRank(rank=rank, losses=losses, series_bytes=data.nbytes,
+                        params=[p.detach().clone() for p in model.parameters()])
