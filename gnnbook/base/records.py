@@ -2,7 +2,7 @@
 
 Book: 3.2 the distributed training flow (what each rank reports back).
 
-Used in: no notebook directly (chapter 6's runs come back through it).
+Used in: no notebook directly (the ranks' results of chapters 3, 5c, 5d, 5g and 6 and of lab 11 come back through it).
 
 A rank's return value comes back through ``torch.save`` and ``torch.load(weights_only=True)``,
 which rebuilds tensors, numbers, strings and containers, never a class: a pickle that may build
