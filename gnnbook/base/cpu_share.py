@@ -45,6 +45,11 @@ def usable_cores() -> int:
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
 
 
+def cores_left(other_cores: float) -> float:
+    """The usable cores that processes holding ``other_cores`` cores on average left free."""
+    return max(0.0, min(usable_cores(), psutil.cpu_count() or 1) - other_cores)
+
+
 class CpuShare:
     """A context manager: ``other_cores``, the cores that processes other than ``pids`` held on
     average while the block ran, and ``free_cores``, what was left of :func:`usable_cores`.
@@ -75,4 +80,4 @@ class CpuShare:
     @property
     def free_cores(self) -> float:
         """The usable cores that no other process held, on average over the block."""
-        return max(0.0, min(usable_cores(), psutil.cpu_count() or 1) - self.other_cores)
+        return cores_left(self.other_cores)

@@ -73,6 +73,7 @@ if TYPE_CHECKING:
     from .partition_files import OpenedPartition
 
 MODES = ("local", "netns", "cluster")
+DGL_SERVER_PORT = 30050  # the first graph server's port where a host file names none (DGL's launch.py default)
 # Keep-alives: a lost link fails the ssh session (and the job) within a minute.
 SSH = ["ssh", "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "StrictHostKeyChecking=accept-new",
        "-o", "ServerAliveInterval=15", "-o", "ServerAliveCountMax=4"]
@@ -327,10 +328,11 @@ def plan_job(part_config: str | Path | OpenedPartition, command: list[str], num_
         machines, seen = [], {}
         ips = [ip for ip, _ in hosts]
         for m, (ip, port) in enumerate(hosts):
-            if (ip, port or 30050) in seen:
-                raise LaunchError(f"the host file lists {ip} port {port or 30050} for machines {seen[ip, port or 30050]} "
+            port = port or DGL_SERVER_PORT
+            if (ip, port) in seen:
+                raise LaunchError(f"the host file lists {ip} port {port} for machines {seen[ip, port]} "
                                   f"and {m}; give each machine its own address or port")
-            seen[ip, port or 30050] = m
+            seen[ip, port] = m
             # Each process is told its machine id: DGL would take the first line naming a local
             # address, so two machines on one host would both be machine 0.  Where a host holds
             # several machines the adaptation must be active (as in local mode), else it stops.
@@ -340,7 +342,7 @@ def plan_job(part_config: str | Path | OpenedPartition, command: list[str], num_
                     "PYTHONPATH": str(emulation.SITE_DIR), **reaper.marker_env(job_tag)}
             if ips.count(ip) > 1:
                 site[emulation.REQUIRED_ENV] = "required"
-            machines.append(Machine(m, ip, port or 30050, SSH + ["-tt", ip], remote=True, extra_env=site))
+            machines.append(Machine(m, ip, port, SSH + ["-tt", ip], remote=True, extra_env=site))
         master_port = master_port or 29500
         _check_ports_of_this_host(machines, num_servers, master_port)
 

@@ -35,7 +35,7 @@ import sys
 from pathlib import Path
 
 from . import emulation
-from .launcher import LaunchError, Machine
+from .launcher import DGL_SERVER_PORT, LaunchError, Machine
 
 RUN_DIR = Path("/run/gnnbook-netns")
 IFNAME = "gbnet0"
@@ -91,7 +91,7 @@ def _sh(*argv: str, check: bool = True) -> subprocess.CompletedProcess:
 class EmulatedHosts:
     """``num_machines`` namespaces, each a :class:`~gnnbook.distributed.launcher.Machine`."""
 
-    def __init__(self, num_machines: int, port: int = 30050):
+    def __init__(self, num_machines: int, port: int = DGL_SERVER_PORT):
         reason = netns_available()
         if reason:
             raise LaunchError(reason)

@@ -80,7 +80,7 @@ from .feature_cache import FeatureCache, cache_capacity, presample_counts, remot
 from .partition_files import OpenedPartition, open_partition
 from .progress import format_epoch_line
 from .repeatable import check_repeatable, seed_own_sampling, seed_remote_servers
-from .launcher import LaunchError, read_host_file
+from .launcher import DGL_SERVER_PORT, LaunchError, read_host_file
 from .store import listening_ports
 from .stages import STAGES, StageClock, allreduce_gradients, count_remote_neighbours, owner_lookup
 
@@ -441,7 +441,7 @@ def wait_for_local_servers(ip_config: str, servers_per_machine: int, timeout_s: 
         return False
     if any(not ipaddress.ip_address(ip).is_loopback for ip, _ in hosts):
         return False
-    ports = {base + i for _, port in hosts for base in [port or 30050] for i in range(servers_per_machine)}
+    ports = {base + i for _, port in hosts for base in [port or DGL_SERVER_PORT] for i in range(servers_per_machine)}
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:
         listening = listening_ports()
