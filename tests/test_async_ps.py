@@ -19,7 +19,7 @@ def test_the_barrier_uses_current_weights_and_rows_one_epoch_old():
     assert server.updates == 12 and set(server.weight_lag) == {0}
     for w in workers:
         assert w.halo_lag == [1] * 12 and len(w.epoch_s) == 12
-    assert server.best_val > 0.5      # learns: the K gradients summed, one step per epoch
+    assert server.curve.best_val > 0.5      # learns: the K gradients summed, one step per epoch
 
 
 @pytest.mark.parametrize("staleness", [0, 2])

@@ -60,7 +60,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from ..base.records import record
-from ..training.train import correct_predictions
+from ..training.train import AccuracyCurve, correct_predictions
 from .subgraph import LocalGraph, load_problem, local_graph, shared_assignment
 
 __all__ = ["MODES", "train", "straggler_schedule", "ServerRun", "WorkerRun"]
@@ -80,10 +80,7 @@ class ServerRun:
     epoch_s: float  # wall_s per epoch
     updates: int  # optimiser steps it applied
     weight_lag: list[int]  # per push: updates applied since the pushing worker pulled its weights
-    curve: list[tuple[int, float, float]]  # (update, validation, test accuracy) every eval_every updates
-    best_val: float
-    test_at_best_val: float
-    best_update: int
+    curve: AccuracyCurve  # validation and test accuracy every eval_every updates, and the best of them
 
 
 @record
@@ -292,22 +289,19 @@ def _serve(graph, x, labels, w0, parts: list[LocalGraph], mode: str, staleness: 
             finished += pushed[j] == epochs
     wall_s = time.perf_counter() - wall_start
     snapshots[updates] = {n: t.detach().clone() for n, t in w.items()}
-    curve, best = _evaluate(graph, x, labels, snapshots)
     return ServerRun(mode=mode, staleness=staleness, wall_s=wall_s, epoch_s=wall_s / epochs, updates=updates,
-                     weight_lag=weight_lag, curve=curve, best_val=best[0], test_at_best_val=best[1], best_update=best[2])
+                     weight_lag=weight_lag, curve=_evaluate(graph, x, labels, snapshots))
 
 
 def _evaluate(graph, x, labels, snapshots: dict[int, dict[str, torch.Tensor]]):
     """Every snapshot's validation and test accuracy, one exact full-graph forward each (in the server)."""
     whole = local_graph(graph, torch.zeros(graph.num_nodes(), dtype=torch.int64), 0, "gcn")
     masks = {m: graph.ndata[f"{m}_mask"] for m in ("val", "test")}
-    curve, best = [], (-1.0, 0.0, -1)
+    curve = AccuracyCurve()
     with torch.no_grad():
         for update, w in sorted(snapshots.items()):
             h = torch.relu(torch.sparse.mm(whole.adjacency, x @ w["W1"]) + w["b1"])
             logits = torch.sparse.mm(whole.adjacency, h) @ w["W2"] + w["b2"]
             val, test = (correct_predictions(logits[masks[m]], labels[masks[m]]) / int(masks[m].sum()) for m in ("val", "test"))
-            curve.append((update, val, test))
-            if val > best[0]:
-                best = (val, test, update)
-    return curve, best
+            curve.add(update, val, test)
+    return curve

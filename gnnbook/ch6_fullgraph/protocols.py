@@ -40,7 +40,7 @@ validation accuracy is reported.
 
 Example:
     >>> out = run_protocol("cora", "cdr", r=4, epochs=50)                 # doctest: +SKIP
-    >>> out[0].test_at_best_val                                          # doctest: +SKIP
+    >>> out[0].curve.test_at_best_val                                          # doctest: +SKIP
     0.79
 """
 from __future__ import annotations
@@ -54,7 +54,7 @@ import torch.nn.functional as F
 
 from ..base.records import record
 from ..graph.normalisation import gcn_edge_weights
-from ..training.train import adam_settings
+from ..training.train import AccuracyCurve, adam_settings
 from .sancus import SkipExchange, check_sancus
 from .subgraph import (HaloExchange, LocalGraph, Plan, global_correct, load_problem, local_graph, shared_assignment,
                        sum_gradients_and_loss)
@@ -75,11 +75,7 @@ class ProtocolRank:
     rows_sent: list[int]  # forward rows this process sent, per epoch
     exchange_wire_sent: list[int]  # bytes its sockets carried for the exchange, per epoch
     epoch_s: list[float]
-    curve: list[tuple[int, float, float]]  # (epoch, validation, test accuracy) every eval_every epochs
-    best_val: float
-    test_at_best_val: float
-    best_epoch: int
-    final_test: float
+    curve: AccuracyCurve  # validation and test accuracy every eval_every epochs, and the best of them
     all_to_all_calls: int
     assignment: torch.Tensor  # every node's part
     exchange_seconds: float
@@ -281,8 +277,7 @@ def train(dataset: str = "cora", protocol: str = "sync", partitioner: str = "met
     x_own, y_own = x[owned], labels[owned]
     w = {name: t.requires_grad_(True) for name, t in w.items()}
     opt = torch.optim.Adam(w.values(), lr=lr, weight_decay=weight_decay)
-    losses, rows, wire, seconds, curve = [], [], [], [], []
-    best = (-1.0, 0.0, -1)
+    losses, rows, wire, seconds, curve = [], [], [], [], AccuracyCurve()
     for epoch in range(epochs):
         exchange.rows_sent = 0
         before = comm.windows.get("exchange", (0, 0))[0]
@@ -304,13 +299,10 @@ def train(dataset: str = "cora", protocol: str = "sync", partitioner: str = "met
             with torch.no_grad(), comm.window("evaluate"):
                 correct = global_correct(gcn_forward(w, x_own, evaluate, epoch), y_own, masks)
             val, test = float(correct[0]) / totals["val"], float(correct[1]) / totals["test"]
-            curve.append((epoch + 1, val, test))
-            if val > best[0]:
-                best = (val, test, epoch + 1)
+            curve.add(epoch + 1, val, test)
     summary = comm.summary()
     return ProtocolRank(rank=rank, protocol=protocol, r=r, p=p, losses=losses, rows_sent=rows, exchange_wire_sent=wire,
-                        epoch_s=seconds, curve=curve, best_val=best[0], test_at_best_val=best[1], best_epoch=best[2],
-                        final_test=curve[-1][2], all_to_all_calls=summary["by_op"]["all_to_all"]["calls"],
+                        epoch_s=seconds, curve=curve, all_to_all_calls=summary["by_op"]["all_to_all"]["calls"],
                         assignment=assignment, exchange_seconds=exchange.seconds[0],
                         sancus_skips=getattr(exchange, "skip_history", []))
 

@@ -47,7 +47,7 @@ import torch.nn.functional as F
 
 from ..base.records import record
 from ..comm.emulated_link import EmulatedLink, LinkedComm, wire_bytes
-from ..training.train import adam_settings
+from ..training.train import AccuracyCurve, adam_settings
 from .protocols import Exchange, gcn_forward
 from .subgraph import HaloExchange, LocalGraph, global_correct, load_problem, shared_assignment, sum_gradients_and_loss
 
@@ -65,11 +65,7 @@ class StaleRank:
     epoch_s: list[float]
     wait_s: float  # waiting for the boundary exchange, over the run
     allreduce_s: float  # in the gradient all-reduce, over the run
-    curve: list[tuple[int, float, float]]  # (epoch, validation, test accuracy) every eval_every epochs
-    best_val: float
-    test_at_best_val: float
-    best_epoch: int
-    final_test: float
+    curve: AccuracyCurve  # validation and test accuracy every eval_every epochs, and the best of them
     training_wire_sent: int  # bytes on this process's sockets while it trained
     all_reduce_expected: int  # gloo's model of the gradient all-reduces
     halo_expected_sent: int  # gloo's model of the boundary exchange (payload + headers) ...
@@ -338,18 +334,15 @@ def train(dataset: str = "cora", mode: str = "pipe", partitioner: str = "metis",
     with comm.window("training"):
         out = fit(problem, mode, epochs, lr, weight_decay, eval_every, record_epochs, link)
     summary = comm.summary()
-    curve, best = [], (-1.0, 0.0, -1)
+    curve = AccuracyCurve()
     with torch.no_grad(), comm.window("evaluate"):
         for ep, weights in out.pop("snapshots").items():
             val, test = global_val_test_accuracy(problem, weights, ep)
-            curve.append((ep, val, test))
-            if val > best[0]:
-                best = (val, test, ep)
+            curve.add(ep, val, test)
     ops = summary["by_op"]
     halo_expected = sum(ops[o]["expected_sent"] for o in ("send", "recv", "all_to_all") if o in ops)
     halo_payload = sum(ops[o]["payload_sent"] for o in ("send", "recv", "all_to_all") if o in ops)
-    return StaleRank(rank=dist.get_rank(), mode=mode, curve=curve, best_val=best[0],
-                     test_at_best_val=best[1], best_epoch=best[2], final_test=curve[-1][2],
+    return StaleRank(rank=dist.get_rank(), mode=mode, curve=curve,
                      training_wire_sent=comm.windows["training"][0],
                      all_reduce_expected=ops["all_reduce"]["expected_sent"],
                      halo_expected_sent=halo_expected, halo_payload_sent=halo_payload,

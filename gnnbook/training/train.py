@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from tqdm.auto import tqdm
 
 from ..base.memory import PeakMemory
+from ..base.records import record
 from ..base.seeding import set_seed
 from ..models import VGAE, build_model
 
@@ -138,6 +139,46 @@ class BestEpoch:
             self.val_acc, self.val_loss, self.epoch = val_acc, val_loss, epoch
             self.state = copy.deepcopy(model.state_dict())
         return epoch - self.epoch >= self.patience
+
+
+@record
+@dataclass
+class AccuracyCurve:
+    """Validation and test accuracy at each evaluation (an epoch, or a parameter server's update) and the
+    evaluation chosen on validation accuracy, the earliest of equals: how chapter 6's full-graph runs, which
+    keep no weights to restore, report their accuracy (:class:`BestEpoch` is the selection of the loops here).
+
+    Example:
+        >>> curve = AccuracyCurve()
+        >>> for at, val, test in [(10, 0.5, 0.4), (20, 0.7, 0.6), (30, 0.7, 0.65)]:
+        ...     curve.add(at, val, test)
+        >>> curve.best_at, curve.best_val, curve.test_at_best_val
+        (20, 0.7, 0.6)
+    """
+
+    points: list[tuple[int, float, float]] = field(default_factory=list)  # (epoch or update, validation, test)
+
+    def add(self, at: int, val_acc: float, test_acc: float) -> None:
+        self.points.append((int(at), float(val_acc), float(test_acc)))
+
+    @property
+    def _best(self) -> tuple[int, float, float]:
+        if not self.points:
+            raise ValueError("the curve has no evaluation yet: add() one before asking for the best")
+        return max(self.points, key=lambda p: (p[1], -p[0]))
+
+    @property
+    def best_at(self) -> int:
+        """The epoch (or update) of the best validation accuracy."""
+        return self._best[0]
+
+    @property
+    def best_val(self) -> float:
+        return self._best[1]
+
+    @property
+    def test_at_best_val(self) -> float:
+        return self._best[2]
 
 
 @dataclass(frozen=True)
