@@ -28,7 +28,7 @@ import torch.nn.functional as F
 from dgl.data.utils import load_tensors
 
 from ..base.seeding import sampling_on_one_thread, set_seed
-from ..training.train import accuracy
+from ..training.train import accuracy, best_epoch_row
 from .config import TrainConfig, make_model, node_data_keys
 from .partition_files import OpenedPartition, open_partition
 
@@ -125,7 +125,7 @@ def _train(part_config: str | Path | OpenedPartition | dgl.DGLGraph, config: Tra
             logits = model(graph, feat)  # all neighbours, the whole graph at once
         history.append(dict(epoch=epoch, seconds=seconds, steps=steps, val_acc=accuracy(logits[nids["val"]], label[nids["val"]]),
                             test_acc=accuracy(logits[nids["test"]], label[nids["test"]])))
-    best = max(history, key=lambda h: (h["val_acc"], -h["epoch"]))
+    best = best_epoch_row(history)
     return dict(mode="single-process", test_acc=best["test_acc"], val_acc=best["val_acc"], best_epoch=best["epoch"],
                 final_test_acc=history[-1]["test_acc"], steps_per_epoch=history[0]["steps"],
                 seconds_per_epoch=sum(h["seconds"] for h in history) / len(history), history=history)

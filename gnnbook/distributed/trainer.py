@@ -71,7 +71,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from ..base.seeding import set_seed
-from ..training.train import correct_predictions
+from ..training.train import best_epoch_row, correct_predictions
 from . import emulation
 from .checkpoint import identity, load_checkpoint, resume_state, save_checkpoint
 from .config import TrainConfig, make_model, node_data_keys
@@ -339,14 +339,9 @@ def _train_run(job: _Job, config: TrainConfig, loader, run_index: int = 0) -> tu
     return history, start_epoch
 
 
-def _best(history: list[dict[str, Any]]) -> dict[str, Any]:
-    """The epoch of best validation accuracy (the earliest of equals)."""
-    return max(history, key=lambda h: (h["val_acc"], -h["epoch"]))
-
-
 def _summary(job: _Job, config: TrainConfig, history: list[dict[str, Any]], start_epoch: int) -> dict[str, Any]:
     """The result of one run: accuracies at the best epoch, time, steps, feature rows and the measurements."""
-    best, world = _best(history), job.world
+    best, world = best_epoch_row(history), job.world
     this_run = [h for h in history if h["epoch"] >= start_epoch]
     timed = [h["seconds"] for h in this_run]
     result = dict(
@@ -385,7 +380,7 @@ def run(part_config: str | Path | OpenedPartition, config: TrainConfig) -> dict[
                                           job.new_train_loader(config.batch_size), run_index=k)
         if k == 0:
             result = _summary(job, run_config, history, start_epoch)
-        best = _best(history)
+        best = best_epoch_row(history)
         runs.append(dict(seed=run_config.seed, test_acc=best["test_acc"], val_acc=best["val_acc"],
                          best_epoch=best["epoch"], final_test_acc=history[-1]["test_acc"],
                          final_val_acc=history[-1]["val_acc"], final_loss=history[-1]["loss"],

@@ -141,6 +141,17 @@ class BestEpoch:
         return epoch - self.epoch >= self.patience
 
 
+def best_epoch_row(history: list[dict[str, Any]]) -> dict[str, Any]:
+    """The row of ``history`` (one dict per epoch, with ``epoch`` and ``val_acc``) of the best validation
+    accuracy, the earliest of equals: the selection of the distributed trainer and its one-process baseline.
+
+    Example:
+        >>> best_epoch_row([dict(epoch=0, val_acc=0.5), dict(epoch=1, val_acc=0.7), dict(epoch=2, val_acc=0.7)])
+        {'epoch': 1, 'val_acc': 0.7}
+    """
+    return max(history, key=lambda h: (h["val_acc"], -h["epoch"]))
+
+
 @record
 @dataclass
 class AccuracyCurve:
