@@ -11,8 +11,12 @@ that own the seeds), ``fetch`` (its input features and labels: local rows from
 shared memory, remote ones by RPC), ``forward``, ``backward``, ``allreduce``
 (the gradients averaged over all trainers) and ``optimizer``.  DDP would
 overlap the all-reduce with the backward pass, so that neither could be timed
-on its own; :func:`allreduce_gradients` does it explicitly instead, as one
-all-reduce of all gradients flattened into one tensor (the same average).
+on its own; :func:`start_allreduce` starts it after the backward pass instead,
+as one all-reduce of all gradients flattened into one tensor (the same
+average), and the trainer samples its next minibatch while it runs (5.2.1's
+idea: the next minibatch does not depend on this step's update).  So
+``allreduce`` is the part of the all-reduce the sampling did not hide: mostly
+waiting for the slowest trainer.
 
 Example:
     >>> clock = StageClock()
@@ -52,25 +56,30 @@ class StageClock:
         return seconds
 
 
-def allreduce_gradients(parameters: list[torch.nn.Parameter], world_size: int) -> int:
-    """Average the gradients of ``parameters`` over all ranks with one all-reduce
-    (gloo) of their concatenation; return the bytes each rank contributes.
-    A parameter without a gradient contributes zeros, as DDP does."""
+def start_allreduce(parameters: list[torch.nn.Parameter], world_size: int) -> Callable[[], None]:
+    """Start averaging the gradients of ``parameters`` over all ranks, as one all-reduce (gloo) of their
+    concatenation, and return the function that waits for it and writes the averages back.  Between the
+    two the trainer samples its next minibatch: the all-reduce needs no CPU of the trainer's while it waits
+    on the other ranks, and the sampling needs no new weights.  A parameter without a gradient contributes
+    zeros, as DDP's does."""
     import torch.distributed as dist
 
     grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in parameters]
     flat = torch.cat([g.reshape(-1) for g in grads])
-    if world_size > 1:
-        dist.all_reduce(flat)
-        flat /= world_size
+    work = dist.all_reduce(flat, async_op=True) if world_size > 1 else None
+
+    def finish() -> None:
+        if work is None:
+            return
+        work.wait()
+        flat.div_(world_size)
         offset = 0
         for p, g in zip(parameters, grads):
-            n = g.numel()
             if p.grad is None:
                 p.grad = g
-            p.grad.copy_(flat[offset:offset + n].view_as(g))
-            offset += n
-    return flat.numel() * flat.element_size()
+            p.grad.copy_(flat[offset:offset + g.numel()].view_as(g))
+            offset += g.numel()
+    return finish
 
 
 def owner_lookup(book) -> Callable[[torch.Tensor], torch.Tensor]:

@@ -82,7 +82,7 @@ from .progress import format_epoch_line
 from .repeatable import check_repeatable, seed_own_sampling, seed_remote_servers
 from .launcher import DGL_SERVER_PORT, LaunchError, read_host_file
 from .store import listening_ports
-from .stages import STAGES, StageClock, allreduce_gradients, count_remote_neighbours, owner_lookup
+from .stages import STAGES, StageClock, count_remote_neighbours, owner_lookup, start_allreduce
 
 __all__ = ["load_checkpoint", "main", "run", "train_standalone"]
 
@@ -264,14 +264,16 @@ def _train_epoch(job: _Job, model, optimizer, loader, config: TrainConfig, epoch
     if config.verify_cache and first and len(cache):  # every cached row against the servers' row
         mismatched += int((~(cache.rows == g.ndata[job.feat_key][cache.cached]).all(dim=1)).sum())
     batches = iter(loader)
-    while True:
-        step_start = time.perf_counter()
+
+    def sample(step: int):
         with clock("sample"):
             if config.repeatable_sampling:
-                seed_own_sampling(epoch_seed + rank, steps)
-            batch = next(batches, None)
-        if batch is None:
-            break
+                seed_own_sampling(epoch_seed + rank, step)
+            return next(batches, None)
+
+    step_start = time.perf_counter()
+    batch = sample(0)
+    while batch is not None:
         input_nodes, seeds, blocks = batch
         with clock("fetch"):
             features = cache.fetch(input_nodes)
@@ -281,18 +283,21 @@ def _train_epoch(job: _Job, model, optimizer, loader, config: TrainConfig, epoch
         with clock("backward"):
             optimizer.zero_grad()
             loss.backward()
+        finish_allreduce = start_allreduce(parameters, world)
+        batch = sample(steps + 1)  # while the gradients travel (stages.py)
         with clock("allreduce"):
-            allreduce_gradients(parameters, world)
+            finish_allreduce()
         with clock("optimizer"):
             optimizer.step()
         loss_sum += float(loss)
         steps += 1
+        step_seconds += time.perf_counter() - step_start
         if config.neighbour_stats:
             counted = count_remote_neighbours(blocks, cache.owner_of, job.book.partid)
             neighbours = [a + b for a, b in zip(neighbours, counted)]
-        step_seconds += time.perf_counter() - step_start
         if config.verify_cache:  # after the step's clock: a second fetch of every row, from the servers
             mismatched += int((~(features == g.ndata[job.feat_key][input_nodes]).all(dim=1)).sum())
+        step_start = time.perf_counter()
     seconds = time.perf_counter() - start
     stage_seconds, counts = clock.take(), cache.take_counts()
     model.eval()
