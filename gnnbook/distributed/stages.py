@@ -64,13 +64,13 @@ def start_allreduce(parameters: list[torch.nn.Parameter], world_size: int) -> Ca
     zeros, as DDP's does."""
     import torch.distributed as dist
 
+    if world_size == 1:  # one trainer: its gradients are the average already
+        return lambda: None
     grads = [p.grad if p.grad is not None else torch.zeros_like(p) for p in parameters]
     flat = torch.cat([g.reshape(-1) for g in grads])
-    work = dist.all_reduce(flat, async_op=True) if world_size > 1 else None
+    work = dist.all_reduce(flat, async_op=True)
 
     def finish() -> None:
-        if work is None:
-            return
         work.wait()
         flat.div_(world_size)
         offset = 0

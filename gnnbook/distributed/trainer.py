@@ -433,15 +433,13 @@ def wait_for_local_servers(ip_config: str, servers_per_machine: int, timeout_s: 
         >>> wait_for_local_servers("", 1)
         False
     """
-    if not ip_config or not os.path.exists(ip_config):
-        return False
     try:
         hosts = read_host_file(ip_config)
-    except LaunchError:  # not a config the launcher wrote: DGL reads it, and says what is wrong
+    except LaunchError:  # none, or not a config the launcher wrote: DGL reads it, and says what is wrong
         return False
     if any(not ipaddress.ip_address(ip).is_loopback for ip, _ in hosts):
         return False
-    ports = {base + i for _, port in hosts for base in [port or DGL_SERVER_PORT] for i in range(servers_per_machine)}
+    ports = {(port or DGL_SERVER_PORT) + i for _, port in hosts for i in range(servers_per_machine)}
     end = time.monotonic() + timeout_s
     while time.monotonic() < end:
         listening = listening_ports()
