@@ -39,7 +39,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from gnnbook.distributed import LocalCluster, TrainConfig
-    from gnnbook.distributed.partition_files import partition_dataset
+    from gnnbook.distributed.partition_cache import partition_dataset
 
     options = {"num_nodes": args.num_nodes} if args.dataset in ("powerlaw", "sbm") else {}
     report = dict(dataset=args.dataset, method=args.method, fraction=args.fraction, batch_size=args.batch_size,

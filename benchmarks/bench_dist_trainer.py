@@ -132,7 +132,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from gnnbook.distributed.config import TrainConfig
-    from gnnbook.distributed.partition_files import partition_dataset
+    from gnnbook.distributed.partition_cache import partition_dataset
     from gnnbook.distributed.trainer import train_standalone
 
     options = {"num_nodes": args.num_nodes} if args.dataset in ("powerlaw", "sbm") else {}

@@ -88,9 +88,8 @@ class Run:
 def run_notebook(notebook: str, parameters: dict, out_dir: Path, timeout_s: int = 1800) -> Run:
     """Execute ``notebook`` (relative to the repository) with ``parameters`` and
     read back its claims; never raises for a failing notebook."""
-    import papermill
-
     from gnnbook.course.claims import read_claims
+    from gnnbook.course.course_run import execute_notebook
 
     out_dir.mkdir(parents=True, exist_ok=True)
     stem = Path(notebook).stem + "".join(f"_{v}" for v in parameters.values())
@@ -98,11 +97,9 @@ def run_notebook(notebook: str, parameters: dict, out_dir: Path, timeout_s: int 
     results.unlink(missing_ok=True)
     start = time.perf_counter()
     try:
-        papermill.execute_notebook(str(ROOT / notebook), str(out_dir / f"{stem}.ipynb"),
-                                   parameters={**parameters, "results_path": str(results)},
-                                   cwd=str((ROOT / notebook).parent), kernel_name="python3",
-                                   progress_bar=False, execution_timeout=timeout_s)
-    except Exception as exc:  # a failed assert in a cell arrives as PapermillExecutionError
+        execute_notebook(ROOT / notebook, out_dir / f"{stem}.ipynb", {**parameters, "results_path": str(results)},
+                         cell_timeout_s=timeout_s)
+    except Exception as exc:  # a failed assert arrives as PapermillExecutionError, a cell past its deadline as CellDeadline
         lines = [line for line in str(exc).splitlines() if line.strip()]
         return Run(notebook, parameters, False, time.perf_counter() - start,
                    " | ".join(lines[-3:])[:400] if lines else traceback.format_exc(limit=1))

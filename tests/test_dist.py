@@ -15,7 +15,8 @@ from gnnbook.distributed import emulation
 from gnnbook.distributed.commands import register
 from gnnbook.distributed.config import TrainConfig
 from gnnbook.distributed.launcher import LaunchError, plan_job, read_host_file, render
-from gnnbook.distributed.partition_files import PartitionError, load_partition, partition_dataset, read_config
+from gnnbook.distributed.partition_files import PartitionError, load_partition, read_config
+from gnnbook.distributed.partition_cache import partition_dataset
 
 
 @pytest.fixture(scope="module")

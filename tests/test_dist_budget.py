@@ -16,7 +16,7 @@ from gnnbook.distributed.cluster import LocalCluster
 from gnnbook.distributed.config import TrainConfig
 from gnnbook.distributed.launcher import LaunchError
 from gnnbook.distributed.leftovers import own_job_prefix
-from gnnbook.distributed.partition_files import partition_dataset
+from gnnbook.distributed.partition_cache import partition_dataset
 
 MODE, WHY = cgroup_support()
 

@@ -27,7 +27,8 @@ from gnnbook.distributed.checkpoint import CHECKPOINT, CheckpointError, identity
 from gnnbook.distributed.cluster import LocalCluster
 from gnnbook.distributed.config import TrainConfig
 from gnnbook.distributed.launcher import LaunchError, plan_job, read_host_file
-from gnnbook.distributed.partition_files import PartitionError, cache_folder, partition_dataset, read_config
+from gnnbook.distributed.partition_files import PartitionError, read_config
+from gnnbook.distributed.partition_cache import cache_folder, partition_dataset
 
 
 @pytest.fixture(scope="module")

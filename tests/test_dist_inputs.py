@@ -26,8 +26,8 @@ from gnnbook.distributed.checkpoint import CheckpointError, identity, resume_sta
 from gnnbook.distributed.cluster import LocalCluster
 from gnnbook.distributed.config import TrainConfig
 from gnnbook.distributed.launcher import LaunchError
-from gnnbook.distributed.partition_files import (PartitionError, PartitionWarning, cache_folder, cached_partition,
-                                           partition_dataset, read_config)
+from gnnbook.distributed.partition_files import PartitionError, PartitionWarning, read_config
+from gnnbook.distributed.partition_cache import cache_folder, cached_partition, partition_dataset
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -294,8 +294,8 @@ def test_dgl_made_partition_gets_header_checks(dgl_parts, tmp_path):
 
 # --- item 9: the partition cache, stale results
 
-BUILD = ("import json, sys; import gnnbook.distributed.partition_files as p; calls = []; build = p.partition_graph; "
-         "p.partition_graph = lambda *a, **k: calls.append(1) or build(*a, **k); "
+BUILD = ("import json, sys; import gnnbook.distributed.partition_cache as p; calls = []; build = p.partition_dataset; "
+         "p.partition_dataset = lambda *a, **k: calls.append(1) or build(*a, **k); "
          "path = p.cached_partition('powerlaw', 2, 'random', num_nodes=3000); "
          "print(json.dumps([str(path), len(calls)]))")
 

@@ -31,7 +31,7 @@ from gnnbook.distributed.commands import BASELINE_SEEDS
 from gnnbook.distributed.config import TrainConfig
 from gnnbook.distributed.launcher import Job, JobFailed, LaunchError, plan_job
 from gnnbook.distributed.netns import netns_available
-from gnnbook.distributed.partition_files import partition_dataset
+from gnnbook.distributed.partition_cache import partition_dataset
 from shm_probe import shm_mapped_by  # tests/ is on sys.path under pytest
 
 

@@ -32,7 +32,7 @@ from gnnbook.distributed import launcher
 from gnnbook.distributed.cluster import LocalCluster
 from gnnbook.distributed.config import TrainConfig
 from gnnbook.distributed.launcher import Job, JobFailed, LaunchError, plan_job, port_is_free, read_host_file
-from gnnbook.distributed.partition_files import partition_dataset
+from gnnbook.distributed.partition_cache import partition_dataset
 
 
 @pytest.fixture(scope="module")

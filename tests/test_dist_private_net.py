@@ -34,7 +34,7 @@ from gnnbook.distributed.cluster import LocalCluster
 from gnnbook.distributed.config import TrainConfig
 from gnnbook.distributed.launcher import LaunchError, plan_job, read_host_file, remote_cleanup_script
 from gnnbook.distributed.netns import netns_available
-from gnnbook.distributed.partition_files import partition_dataset
+from gnnbook.distributed.partition_cache import partition_dataset
 
 NOBODY = 65534
 NO_NAMESPACE = private_net.unavailable_reason()

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from gnnbook.distributed import LocalCluster, TrainConfig
-from gnnbook.distributed.partition_files import partition_dataset
+from gnnbook.distributed.partition_cache import partition_dataset
 from gnnbook.distributed.progress import EpochProgress, parse_epoch_line
 
 

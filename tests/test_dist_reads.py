@@ -26,7 +26,8 @@ import gnnbook
 from gnnbook.distributed import baseline
 from gnnbook.distributed.baseline import train_single_process, whole_graph
 from gnnbook.distributed.config import TrainConfig
-from gnnbook.distributed.partition_files import open_partition, partition_dataset
+from gnnbook.distributed.partition_files import open_partition
+from gnnbook.distributed.partition_cache import partition_dataset
 
 COUNTER = '''
 import os, sys

@@ -19,7 +19,7 @@ from gnnbook.distributed.cluster import LocalCluster
 from gnnbook.distributed.config import TrainConfig, check_cache_options
 from gnnbook.distributed.feature_cache import (FeatureCache, cache_capacity, presample_counts,
                                                remote_candidates, select_cached_nodes)
-from gnnbook.distributed.partition_files import partition_dataset
+from gnnbook.distributed.partition_cache import partition_dataset
 from gnnbook.distributed.stages import STAGES
 
 

@@ -16,6 +16,7 @@ import argparse
 from pathlib import Path
 
 from ..base.errors import UserError
+from .course_run import CELL_TIMEOUT_S
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -86,7 +87,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("notebooks", nargs="*", help="notebooks to run (default: chapters/*.ipynb labs/*.ipynb)")
     p.add_argument("--out", default=str(REPO_ROOT / "build" / "course"),
                    help="folder for the executed notebooks and claims.json (default: build/course/)")
-    p.add_argument("--timeout", type=float, default=1800, help="seconds one cell may run")
+    p.add_argument("--timeout", type=float, default=CELL_TIMEOUT_S,
+                   help=f"seconds one cell may run before it is stopped and named (default: {CELL_TIMEOUT_S:g})")
     p.set_defaults(func=_course)
     p = sub.add_parser("site", help="the course website from the executed notebooks of `course`")
     p.add_argument("--executed", default=str(REPO_ROOT / "build" / "course"),

@@ -65,10 +65,45 @@ def default_notebooks(root: Path) -> list[Path]:
     return sorted(notebooks, key=lambda p: p.name == RUNS_LAST)      # stable: the others keep their order
 
 
-def run_notebook(path: Path, out: Path, parameters: dict[str, Any] | None = None,
-                 timeout_s: float = 1800) -> NotebookRun:
-    """Execute one notebook with papermill into ``out/<name>.ipynb``, results in ``out/<name>.json``."""
+CELL_TIMEOUT_S = 1800.0  # one cell of a scaled-up notebook (8b at 1M nodes: a few DistDGL jobs) takes minutes
+
+
+class CellDeadline(RuntimeError):
+    """A cell of a notebook ran past its deadline (the message names the notebook and the cell)."""
+
+
+def execute_notebook(path: Path, executed: Path, parameters: dict[str, Any] | None = None,
+                     cell_timeout_s: float = CELL_TIMEOUT_S) -> None:
+    """Execute ``path`` with papermill into ``executed`` (in the notebook's folder), each cell under a
+    deadline of ``cell_timeout_s``.  A failing cell raises papermill's ``PapermillExecutionError``; a cell
+    past its deadline raises :class:`CellDeadline` naming the notebook, the cell's number and first line
+    (papermill itself lets nbclient's timeout through with only a preview of the cell).
+
+    Example:
+        >>> execute_notebook(Path("chapters/01_introduction.ipynb"), Path("/tmp/01.ipynb"))  # doctest: +SKIP
+    """
     import papermill
+    from nbclient.exceptions import CellTimeoutError
+
+    running: dict[str, Any] = {}
+
+    def cell_started(cell: Any, cell_index: int) -> None:
+        running.update(index=cell_index, source=cell.source)
+
+    try:
+        papermill.execute_notebook(str(path), str(executed), parameters=parameters or {}, cwd=str(Path(path).parent),
+                                   kernel_name="python3", progress_bar=False, execution_timeout=cell_timeout_s,
+                                   on_cell_start=cell_started)
+    except CellTimeoutError:
+        first = next((line.strip() for line in running.get("source", "").splitlines() if line.strip()), "")
+        raise CellDeadline(f"{Path(path).name}: cell {running.get('index')} of the executed notebook ({first[:80]!r}) "
+                           f"ran past its deadline of {cell_timeout_s:g} s and was stopped") from None
+
+
+def run_notebook(path: Path, out: Path, parameters: dict[str, Any] | None = None,
+                 timeout_s: float = CELL_TIMEOUT_S) -> NotebookRun:
+    """Execute one notebook with papermill into ``out/<name>.ipynb``, results in ``out/<name>.json``;
+    ``timeout_s`` is each cell's deadline (:func:`execute_notebook`)."""
     from papermill.exceptions import PapermillExecutionError
 
     path, out = Path(path).resolve(), Path(out)
@@ -78,12 +113,11 @@ def run_notebook(path: Path, out: Path, parameters: dict[str, Any] | None = None
     start = time.perf_counter()
     error = None
     try:
-        papermill.execute_notebook(str(path), str(executed),
-                                   parameters={**(parameters or {}), "results_path": str(results.resolve())},
-                                   cwd=str(path.parent), kernel_name="python3", progress_bar=False,
-                                   execution_timeout=timeout_s)
+        execute_notebook(path, executed, {**(parameters or {}), "results_path": str(results.resolve())}, timeout_s)
     except PapermillExecutionError as exc:
         error = f"{exc.ename}: {exc.evalue}".strip()[:300]
+    except CellDeadline as exc:
+        error = str(exc)[:300]
     run = NotebookRun(path.stem, executed, results, time.perf_counter() - start, error)
     if results.exists():          # a notebook that writes nothing is reported as "no claims recorded"
         data = read_claims(results) if results.read_text().lstrip().startswith("{") else {}

@@ -32,6 +32,7 @@ __all__ = [
     "TRAFFIC_DATASETS",
     "TrafficData",
     "dataset_help",
+    "dataset_key",
     "dataset_names",
     "load_arrays",
     "load_dataset",
@@ -70,18 +71,30 @@ def _unknown(name: str) -> DatasetError:
     )
 
 
+def dataset_key(name: str) -> str:
+    """The registry's key for ``name`` (case and ``-`` or ``_`` do not matter), or :class:`DatasetError`
+    naming the closest known one: a check that costs nothing, before any work starts.
+
+    Example:
+        >>> dataset_key("Amazon_Photo")
+        'amazon-photo'
+    """
+    key = name.lower().replace("_", "-")
+    if key not in SYNTHETIC_KINDS and key not in DATASETS:
+        raise _unknown(name)
+    return key
+
+
 def load_arrays(name: str, download: bool = True, **synthetic_options: Any) -> GraphArrays:
     """The dataset as plain numpy arrays (see :func:`load_dataset`)."""
-    key = name.lower().replace("_", "-")
+    key = dataset_key(name)
     if key == "scale":
         return scale_arrays(**synthetic_options)
     if key in SYNTHETIC_KINDS:
         return synthetic_arrays(key, **synthetic_options)
     if synthetic_options:
         raise TypeError(f"options {sorted(synthetic_options)} only apply to synthetic graphs")
-    spec: DatasetSpec | None = DATASETS.get(key)
-    if spec is None:
-        raise _unknown(name)
+    spec: DatasetSpec = DATASETS[key]
     paths = raw_files(spec, download=download)
     # The converted copy is keyed by the raw files' checksums, so a changed
     # registry never serves a stale conversion.

@@ -3,10 +3,13 @@ remote feature fetches, on a laptop or on a cluster.
 
 Pieces, one module each:
 
-- :mod:`~gnnbook.distributed.partition_files`: ``partition_dataset`` / ``cached_partition``
-  (DGL's ``partition_graph``, METIS balancing training nodes and edges, or
-  random) and ``load_partition`` (edge-cut fraction, replication factor,
-  node / edge / training-node balance);
+- :mod:`~gnnbook.distributed.partition_files`: ``partition_graph`` (DGL's
+  ``partition_graph``, METIS balancing training nodes and edges, or random),
+  ``open_partition`` (every file's SHA-256 checked) and ``load_partition``
+  (edge-cut fraction, replication factor, node / edge / training-node balance);
+- :mod:`~gnnbook.distributed.partition_cache`: ``partition_dataset`` /
+  ``cached_partition``: a dataset partitioned by name in a supervised child
+  process (a deadline, its stages shown, a named error), kept in the cache;
 - :mod:`~gnnbook.distributed.launcher`: builds the processes of a job (servers and
   trainers with the environment DGL's own launcher gives them), runs them under
   :class:`gnnbook.base.procs.ProcessGroup` (fail fast, deadline, no orphans, shared
@@ -56,9 +59,9 @@ from __future__ import annotations
 from typing import Any
 
 _EXPORTS = {
-    "partition_dataset": "partition_files", "partition_graph": "partition_files", "cached_partition": "partition_files",
+    "partition_dataset": "partition_cache", "partition_graph": "partition_files", "cached_partition": "partition_cache",
     "load_partition": "partition_files", "PartitionReport": "partition_files", "PartitionError": "partition_files",
-    "open_partition": "partition_files", "open_cached_partition": "partition_files", "OpenedPartition": "partition_files",
+    "open_partition": "partition_files", "open_cached_partition": "partition_cache", "OpenedPartition": "partition_files",
     "plan_job": "launcher", "render": "launcher", "run_job": "launcher", "Job": "launcher",
     "JobFailed": "launcher", "LaunchError": "launcher", "read_host_file": "launcher",
     "TrainConfig": "config", "train_standalone": "trainer", "load_checkpoint": "trainer",

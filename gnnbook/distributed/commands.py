@@ -75,7 +75,8 @@ def _guard(handler: Callable[[argparse.Namespace], int]) -> Callable[[argparse.N
 
 
 def _partition(args: argparse.Namespace) -> int:
-    from .partition_files import load_partition, partition_dataset
+    from .partition_files import load_partition
+    from .partition_cache import partition_dataset
 
     if args.read:
         config = Path(args.read)
@@ -107,7 +108,8 @@ BASELINE_SEEDS = 5  # ~1 s each on Cora; seed-to-seed spread is ~0.5 point
 def _dist_train(args: argparse.Namespace) -> int:
     from .baseline import train_single_process_seeds
     from .emulation import job_segments
-    from .partition_files import open_cached_partition, open_partition
+    from .partition_files import open_partition
+    from .partition_cache import open_cached_partition
 
     config = TrainConfig.from_args(args)
     # The partition is read and checked once, here; everything below takes the opened one.

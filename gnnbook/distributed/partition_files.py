@@ -1,20 +1,21 @@
-"""Partition a dataset for DistDGL and read the result back.
+"""Write a DGL partition of a graph, and read and check one back.
 
 Book: 8.3.1 dataset preprocessing (partitioning for DistDGL).
 
-Used in: chapters/08b_beyond_one_machine.ipynb.
+Used in: no notebook directly.
 
-:func:`partition_dataset` runs DGL's ``partition_graph`` (METIS with the
-training nodes and the edges balanced across partitions, or random) on any
-dataset :func:`gnnbook.data.load_dataset` knows, writing into a temporary
-folder that is renamed into place only when complete, so a crash never leaves
-a half-written partition.  :func:`cached_partition` keeps one copy per
-(dataset, method, K) under ``cache_dir()/partitions``.
+:func:`partition_graph` runs DGL's ``partition_graph`` (METIS with the
+training nodes and the edges balanced across partitions, or random) on a
+graph in this process, writing into a temporary folder that is renamed into
+place only when complete, so a crash never leaves a half-written partition.
+Notebooks and commands partition by dataset name instead, in a supervised child
+process with a deadline, into the cache (:mod:`~gnnbook.distributed.partition_cache`):
+METIS is native code that must not run inside a notebook's kernel.
 
 :func:`open_partition` reads a partition config once and checks it (see below),
 returning an immutable :class:`OpenedPartition` that the cluster, the launcher,
 the deadline estimate, the checkpoint identity and the trainer take instead of
-reading the config again (:func:`open_cached_partition` does so for the cache).
+reading the config again.
 
 :func:`load_partition` reads a partition config back and measures what the
 partitioning did: the fraction of edges cut, the replication factor (inner +
@@ -27,8 +28,7 @@ are never cut and are left out of the edge-cut fraction.
 METIS as DGL 2.1.0 calls it is not seeded: two partitionings of the same
 graph differ slightly (cora, K=2: edge cut 0.054-0.067 measured).  The cache
 keeps one partition per (dataset, method, K, seed), so repeated runs use the
-same one; processes that ask for the same one at once wait for a single build
-(a lock on the cache folder) and share it.
+same one.
 
 Every file gnnbook writes is listed with its SHA-256 in the config
 (``gnnbook.sha256``), and the config itself is covered by the SHA-256 of its
@@ -40,15 +40,14 @@ DGL's own tools has no digests: then only the files' presence and headers are
 checked, and a warning says so.
 
 Example:
-    >>> config = partition_dataset("cora", 2, "metis", "/tmp/cora-2")  # doctest: +SKIP
-    >>> report = load_partition(config)                               # doctest: +SKIP
-    >>> report.num_parts, round(report.edge_cut_fraction, 2)           # doctest: +SKIP
+    >>> config = partition_graph(load_dataset("cora"), "cora", 2, "metis", "/tmp/cora-2")  # doctest: +SKIP
+    >>> report = load_partition(config)                                                   # doctest: +SKIP
+    >>> report.num_parts, round(report.edge_cut_fraction, 2)                              # doctest: +SKIP
     (2, 0.04)
 """
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import hashlib
 import io
 import json
@@ -61,7 +60,7 @@ import warnings
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import torch
 from tqdm.auto import tqdm
@@ -116,8 +115,8 @@ class PartitionReport:
         return "\n".join([head, *rows, summary])
 
 
-GENERATOR_VERSIONS = {"scale": "scale-v2"}  # bump when gnnbook.data.scale_arrays draws another graph
 LARGE_GRAPH_NODES = 100_000  # partitioning shows its stages from this size on
+STAGES = ("self-loops and edge order", "DGL {method} into {num_parts} parts", "SHA-256 of the files")
 
 
 def graph_name_for(dataset: str) -> str:
@@ -144,11 +143,17 @@ def _canonical(graph):
 
 
 def partition_graph(graph, graph_name: str, num_parts: int, method: str, out_dir: str | Path,
-                    seed: int = 0, feat_name: str = "feat", label_name: str = "label") -> Path:
-    """Partition a DGLGraph (ndata feat/label/masks) into ``out_dir``; return
+                    seed: int = 0, feat_name: str = "feat", label_name: str = "label",
+                    on_stage: Callable[[str], None] | None = None) -> Path:
+    """Partition a DGLGraph (ndata feat/label/masks) into ``out_dir``, in this process; return
     the partition config path.  ``out_dir`` must not exist yet.  The partition stores the
     features and labels under ``feat_name`` and ``label_name`` ("features" and "labels" for
-    DGL's distributed examples, which read those names)."""
+    DGL's distributed examples, which read those names).  ``on_stage`` is called with each
+    stage's name as it starts (the supervised build forwards them to its caller).
+
+    More than 8 parameters: ``feat_name`` and ``label_name`` are the trainer's own names for the node data
+    (:class:`~gnnbook.distributed.config.TrainConfig`), kept apart as there, and ``on_stage`` is the hook of
+    the supervised build (:mod:`~gnnbook.distributed.partition_cache`)."""
     import dgl
 
     from ..training.train import prepare_graph
@@ -165,22 +170,29 @@ def partition_graph(graph, graph_name: str, num_parts: int, method: str, out_dir
         raise PartitionError(f"{out_dir} already exists; remove it or choose another --out folder")
     out_dir.parent.mkdir(parents=True, exist_ok=True)
     # A large graph takes minutes: a bar names the stage it is in (DGL's own step log stays hidden).
-    stages = tqdm(total=3, desc=f"partition {graph_name}: self-loops and edge order", leave=False,
+    stages = tqdm(total=3, desc=f"partition {graph_name}: {STAGES[0]}", leave=False,
                   disable=graph.num_nodes() < LARGE_GRAPH_NODES, bar_format="{desc} [{n}/{total}, {elapsed}]")
+
+    def stage(i: int) -> None:
+        stages.update(i - stages.n)
+        text = STAGES[i].format(method=method, num_parts=num_parts)
+        stages.set_description(f"partition {graph_name}: {text}")
+        if on_stage is not None:
+            on_stage(text)
+
+    stage(0)
     g = _canonical(prepare_graph(graph))
     dgl.seed(seed)
     torch.manual_seed(seed)
     tmp = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
     try:
-        stages.update(1)
-        stages.set_description(f"partition {graph_name}: DGL {method} into {num_parts} parts")
+        stage(1)
         num_classes, num_features = int(g.ndata["label"].max()) + 1, int(g.ndata["feat"].shape[1])
         g.ndata[feat_name], g.ndata[label_name] = g.ndata.pop("feat"), g.ndata.pop("label")
         _quietly(dgl.distributed.partition_graph, g, graph_name, num_parts, str(tmp), num_hops=1,
                  part_method=method, balance_ntypes=g.ndata["train_mask"].int() if method == "metis" else None,
                  balance_edges=method == "metis")
-        stages.update(1)
-        stages.set_description(f"partition {graph_name}: SHA-256 of the files")
+        stage(2)
         # What the trainer needs and DGL does not store; DGL ignores extra keys.
         config_path = tmp / f"{graph_name}.json"
         config = json.loads(config_path.read_text())
@@ -197,110 +209,6 @@ def partition_graph(graph, graph_name: str, num_parts: int, method: str, out_dir
     finally:
         stages.close()
     return out_dir / f"{graph_name}.json"
-
-
-def partition_dataset(dataset: str, num_parts: int, method: str = "metis", out_dir: str | Path | None = None,
-                      seed: int = 0, **dataset_options: Any) -> Path:
-    """Load ``dataset`` (any name :func:`gnnbook.data.load_dataset` accepts, with
-    its synthetic options) and partition it; see :func:`partition_graph`.
-    Without ``out_dir`` the partition goes to the cache (:func:`cached_partition`)."""
-    from ..data import load_dataset
-
-    if out_dir is None:
-        return cached_partition(dataset, num_parts, method, seed=seed, **dataset_options)
-    return partition_graph(load_dataset(dataset, **dataset_options), graph_name_for(dataset), num_parts,
-                           method, out_dir, seed=seed)
-
-
-def cache_folder(dataset: str, num_parts: int, method: str, seed: int = 0, **dataset_options: Any) -> Path:
-    """``<cache>/partitions/<graph>[-o<hash>]-<method>-<K>[-seed<S>]`` (seed 0 unmarked), where
-    ``<hash>`` is the SHA-256 of the options' canonical JSON: distinct options never share a
-    folder, and no option value can name a path outside the cache.
-
-    Example:
-        >>> cache_folder("powerlaw", 2, "random", num_nodes=3000).name  # doctest: +ELLIPSIS
-        'powerlaw-o...-random-2'
-    """
-    from ..data.files import cache_dir
-
-    if method not in METHODS:
-        raise PartitionError(f"unknown partition method {method!r}; use one of {', '.join(METHODS)}")
-    for label, value in (("num_parts", num_parts), ("seed", seed)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < (1 if label == "num_parts" else 0):
-            raise PartitionError(f"{label} must be an integer >= {1 if label == 'num_parts' else 0}, got {value!r}")
-    name = graph_name_for(dataset)
-    if not GRAPH_NAME.fullmatch(name):
-        raise PartitionError(f"dataset name {dataset!r} is not a plain name; see `python -m gnnbook datasets`")
-    keyed = dict(dataset_options)
-    if name in GENERATOR_VERSIONS:  # a changed generator never serves a partition of the old graph
-        keyed["_generator"] = GENERATOR_VERSIONS[name]
-    try:
-        canonical = json.dumps(keyed, sort_keys=True, separators=(",", ":"), allow_nan=False)
-    except (TypeError, ValueError) as err:
-        raise PartitionError(f"dataset options must be numbers or strings, got {dataset_options!r} ({err})") from None
-    tag = f"-o{hashlib.sha256(canonical.encode()).hexdigest()[:16]}" if keyed else ""
-    seed_tag = f"-seed{seed}" if seed else ""
-    return cache_dir() / "partitions" / f"{name}{tag}-{method}-{num_parts}{seed_tag}"
-
-
-@contextlib.contextmanager
-def _locked(folder: Path):
-    """Hold an exclusive lock on ``folder`` (a directory: no lock file to leave behind)."""
-    folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder, os.O_RDONLY)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX)
-        yield
-    finally:
-        os.close(fd)  # releases the lock
-
-
-def cached_partition(dataset: str, num_parts: int, method: str = "metis", seed: int = 0,
-                     **dataset_options: Any) -> Path:
-    """The partition config of ``dataset`` in ``cache_dir()/partitions``,
-    partitioning first when there is none (or the cached one is damaged).
-    Concurrent callers wait for one build and all return it.  See
-    :func:`open_cached_partition` for the partition opened."""
-    return open_cached_partition(dataset, num_parts, method, seed, node_data=False, **dataset_options).config_path
-
-
-def open_cached_partition(dataset: str, num_parts: int, method: str = "metis", seed: int = 0,
-                          node_data: bool = True, **dataset_options: Any) -> OpenedPartition:
-    """:func:`cached_partition`, opened (:func:`open_partition`): the config is read once,
-    by the check that the cached copy is intact.
-
-    Example:
-        >>> open_cached_partition("cora", 2).num_parts  # doctest: +SKIP
-        2
-    """
-    folder = cache_folder(dataset, num_parts, method, seed, **dataset_options)
-    config = folder / f"{graph_name_for(dataset)}.json"
-    opened = _opened_if_intact(config, node_data)
-    if opened is not None:
-        return opened
-    with _locked(folder.parent):
-        opened = _opened_if_intact(config, node_data)
-        if opened is not None:
-            return opened  # built by another process while this one waited
-        if folder.resolve().parent != folder.parent.resolve() or folder.parent.name != "partitions":
-            raise PartitionError(f"refusing to replace {folder}: it is not a folder of the partition cache")
-        shutil.rmtree(folder, ignore_errors=True)  # damaged, or from a version that recorded no digests
-        built = partition_dataset(dataset, num_parts, method, folder, seed=seed, **dataset_options)
-        return open_partition(built, node_data=node_data)
-
-
-def _opened_if_intact(config_path: Path, node_data: bool) -> OpenedPartition | None:
-    """The cached partition opened, or None if it is missing, damaged or records no digests."""
-    if not config_path.is_file():
-        return None
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", PartitionWarning)
-            opened = open_partition(config_path, node_data=node_data)
-    except PartitionError:
-        return None
-    recorded = opened.config.get("gnnbook")
-    return opened if isinstance(recorded, dict) and recorded.get("sha256") else None
 
 
 GRAPH_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}")

@@ -32,7 +32,8 @@ from ..base.budget import format_gib, parse_bytes
 from .cluster import LocalCluster
 from .config import TrainConfig
 from .launcher import JobFailed
-from .partition_files import OpenedPartition, PartitionReport, load_partition, open_cached_partition
+from .partition_files import OpenedPartition, PartitionReport, load_partition
+from .partition_cache import open_cached_partition
 
 
 @dataclass
