@@ -125,12 +125,15 @@ def test_training_repeats_with_a_seed_and_staleness_is_recorded():
 
 
 def test_distributed_history_bytes_are_the_boundary_rows_of_the_graph():
-    out = run("gnnbook.ch5_minibatch.history:distributed", 2,
-              {"dataset": "cora", "num_parts": 8, "clusters_per_batch": 2, "epochs": 3, "patience": 3},
-              deadline_s=240)
+    job = {"dataset": "cora", "num_parts": 8, "clusters_per_batch": 2, "epochs": 40, "patience": 2}
+    out = run("gnnbook.ch5_minibatch.history:distributed", 2, job, deadline_s=240)
     assert [o.rank for o in out] == [0, 1]
     assert out[0].weights_checksum == pytest.approx(out[1].weights_checksum, rel=1e-6)   # one model
     assert out[0].test_acc == out[1].test_acc
+    # The ranks restore the best epoch: a run cut short at it ends with the same weights (runs repeat exactly).
+    assert out[0].best_epoch == out[0].epochs_run - 3, "early stopping ran two worse epochs"
+    cut = run("gnnbook.ch5_minibatch.history:distributed", 2, {**job, "epochs": out[0].best_epoch + 1}, deadline_s=240)
+    assert (cut[0].weights_checksum, cut[0].test_acc) == (out[0].weights_checksum, out[0].test_acc)
     # the boundary from the graph itself: cluster c is rank c % 2's; rank r pulls, once per epoch, every
     # node of the other rank with an edge into one of its own nodes
     cora = load_dataset("cora")
@@ -179,3 +182,15 @@ def test_minibatch_lr_changes_only_the_minibatch_methods():
         assert strip(same[method]) == strip(base[method])
     assert strip(other["full"]) == strip(base["full"])
     assert strip(other["gas"]) != strip(base["gas"])
+
+
+@pytest.mark.parametrize("method", ["gas", "cluster_gcn"])
+def test_training_ends_with_the_best_epochs_weights_not_the_last(method):
+    """The loop restores the best validation epoch (BestEpoch.restore).  Runs repeat exactly with a seed, so a
+    run cut short at its best epoch ends with the same weights: its test accuracy is the full run's."""
+    g = load_dataset("cora")
+    full = H.train(g, method, Optim(0, epochs=40, patience=2, lr=0.05), H.Clusters(40, 10), track_staleness=False)
+    assert full.best_epoch == full.epochs_run - 3, "early stopping ran two worse epochs, so restoring must matter"
+    cut = H.train(g, method, Optim(0, epochs=full.best_epoch + 1, patience=2, lr=0.05), H.Clusters(40, 10),
+                  track_staleness=False)
+    assert (cut.best_epoch, cut.val_acc, cut.test_acc) == (full.best_epoch, full.val_acc, full.test_acc)

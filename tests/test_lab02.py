@@ -89,3 +89,29 @@ def test_the_layer_gradients_and_the_architecture_are_measured():
 def test_a_reference_inside_the_layer_is_refused():
     with pytest.raises(ReferenceCallError, match="reference implementation"):
         compare_with_graphconv(CallsGraphConv, directed_graph(40, 200, 8, seed=1), 4)
+
+
+class TwoLayerGCN(nn.Module):
+    """The lab's model, built on the layer above: what ``train_gcn`` trains."""
+
+    def __init__(self, in_feats, hidden, classes):
+        super().__init__()
+        self.first, self.second = Layer(in_feats, hidden), Layer(hidden, classes)
+
+    def forward(self, g, x):
+        return self.second(g, F.relu(self.first(g, F.dropout(x, 0.5, self.training))))
+
+
+def test_the_grading_loop_returns_the_best_epochs_weights_not_the_last():
+    """train_gcn keeps the best validation epoch's weights (BestEpoch.restore): the model it returns scores the
+    best validation accuracy, where the last epoch scored less."""
+    from gnnbook.course.grading.lab02_message_passing import train_gcn
+    from gnnbook.training.train import accuracy
+
+    graph = cora_graph()
+    out = train_gcn(TwoLayerGCN, graph, seed=0, epochs=9)  # validation: ... 0.518 at epoch 7, 0.512 at 8
+    assert out["curve"][-1][1] < out["best_val"], "the last epoch was worse, so restoring must matter"
+    model, val = out["model"], graph.ndata["val_mask"]
+    assert not model.training
+    with torch.no_grad():
+        assert accuracy(model(graph, graph.ndata["feat"])[val], graph.ndata["label"][val]) == out["best_val"]

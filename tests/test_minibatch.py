@@ -159,3 +159,25 @@ def test_gradient_bytes_are_the_bytes_of_the_gradients_backward_makes(cora):
         model(g, g.ndata["feat"].to(dtype)).sum().backward()
         measured = sum(p.grad.nbytes for p in model.parameters() if p.grad is not None)
         assert gradient_bytes(model) == measured
+
+
+def test_minibatch_training_ends_with_the_best_epochs_weights_not_the_last(cora):
+    """The loop restores the best validation epoch (BestEpoch.restore): the model it leaves behind scores the
+    best epoch's validation accuracy, while the last epoch scored less (so the restore is what makes it so)."""
+    trained = []
+
+    def step(model, *args):
+        if not trained:
+            trained.append(model)  # the loop's own model, to score after it returns
+        return minibatch_step(model, *args)
+
+    result = train_minibatch(cora, "sage", Optim(0, epochs=12, patience=12, lr=0.05), Batches((5, 5), 32),
+                             step=step, progress=False)
+    best, last = result.history[result.best_epoch], result.history[-1]
+    assert last["val_acc"] < best["val_acc"] == result.val_acc, "restoring must matter"
+    model, g = trained[0], prepare_graph(cora)
+    assert not model.training
+    with torch.no_grad():
+        logits = model(g, model_input(model, g.ndata["feat"]))
+    val = g.ndata["val_mask"]
+    assert float((logits[val].argmax(1) == g.ndata["label"][val]).float().mean()) == pytest.approx(best["val_acc"])

@@ -1,5 +1,6 @@
 """gnnbook.models: every parameter used, blocks == full graph, GCN on blocks by a dense formula, sparse == dense,
-GCN == DGL's GraphConv, GAT == DGL's GATConv."""
+GCN == DGL's GraphConv, GAT == DGL's GATConv, GraphSAGE == DGL's SAGEConv with the mean aggregator (and its
+formula), GIN == DGL's GINConv, GGNN == DGL's GatedGraphConv: outputs and gradients on the same weights."""
 import dgl
 import dgl.nn as dglnn
 import pytest
@@ -111,3 +112,80 @@ def test_vgae_scores_are_inner_products(graph):
     z, mean, _ = model.encode(graph, graph.ndata["feat"])
     assert torch.equal(z, mean), "evaluation uses the mean embedding"
     assert torch.allclose(model.score(z, torch.tensor([1]), torch.tensor([2])), (z[1] * z[2]).sum(-1, keepdim=True).squeeze(-1))
+
+
+def _grads(module: torch.nn.Module) -> list[torch.Tensor]:
+    return [p.grad.clone() for p in module.parameters() if p.grad is not None]
+
+
+def _same_outputs_and_gradients(ours, ours_out, reference, reference_out, ours_params, reference_params):
+    """The outputs agree, and so do the gradients of the same loss on parameters that correspond."""
+    assert torch.allclose(ours_out, reference_out, atol=1e-5), (ours_out - reference_out).abs().max()
+    ours_out.pow(2).sum().backward()
+    reference_out.pow(2).sum().backward()
+    for a, b in zip(ours_params, reference_params, strict=True):
+        assert torch.allclose(a.grad, b.grad, atol=1e-4), (a.grad - b.grad).abs().max()
+
+
+def test_sage_is_the_mean_aggregator_of_dgl_sageconv_and_of_its_formula(graph):
+    """GraphSAGE's default (the only aggregator the course uses) is the mean: DGL's SAGEConv(aggregator_type=
+    "mean") on the same weights, and h'_v = W_self h_v + W_neigh mean_{u in N(v)} h_u + b by hand."""
+    torch.manual_seed(0)
+    ours = build_model("sage", 16, 4, hidden=8).eval()
+    refs = [dglnn.SAGEConv(16, 8, "mean"), dglnn.SAGEConv(8, 4, "mean")]
+    for ref, layer in zip(refs, ours.layers):
+        ref.load_state_dict(layer.state_dict())
+    x = graph.ndata["feat"]
+    expected = refs[1](graph, torch.relu(refs[0](graph, x)))
+    out = ours(graph, x)
+    src, dst = graph.edges()
+    adj = torch.zeros(graph.num_nodes(), graph.num_nodes()).index_put_((dst, src), torch.ones(len(src)), accumulate=True)
+    mean = adj / adj.sum(1, keepdim=True).clamp(min=1)
+    h = x
+    for i, layer in enumerate(ours.layers):
+        h = layer.fc_self(h) + layer.fc_neigh(mean @ h)  # the mean aggregator's bias is fc_self's
+        h = torch.relu(h) if i == 0 else h
+    assert torch.allclose(out, h, atol=1e-5), "the mean aggregator's formula"
+    _same_outputs_and_gradients(ours, out, refs, expected, list(ours.parameters()),
+                                [p for ref in refs for p in ref.parameters()])
+
+
+def test_gin_equals_dgl_ginconv_sum_with_a_learnt_epsilon(graph):
+    """GIN (Xu et al. 2019): h'_v = MLP((1 + eps) h_v + sum_{u in N(v)} h_u), eps learnt: DGL's GINConv."""
+    torch.manual_seed(0)
+    ours = build_model("gin", 16, 4, hidden=8).eval()
+    with torch.no_grad():
+        for layer in ours.layers:
+            layer.eps.fill_(0.25)  # a non-zero epsilon, so that its term is tested too
+    refs = []
+    for a, b, layer in zip((16, 8), (8, 4), ours.layers):
+        mlp = torch.nn.Sequential(torch.nn.Linear(a, 8), torch.nn.ReLU(), torch.nn.Linear(8, b))
+        ref = dglnn.GINConv(mlp, "sum", learn_eps=True)
+        ref.load_state_dict(layer.state_dict())
+        refs.append(ref)
+    x = graph.ndata["feat"]
+    expected = refs[1](graph, torch.relu(refs[0](graph, x)))
+    src, dst = graph.edges()
+    adj = torch.zeros(graph.num_nodes(), graph.num_nodes()).index_put_((dst, src), torch.ones(len(src)), accumulate=True)
+    by_hand = refs[0].apply_func(1.25 * x + adj @ x)
+    assert torch.allclose(refs[0](graph, x), by_hand, atol=1e-5), "the sum aggregator with (1 + eps)"
+    _same_outputs_and_gradients(ours, ours(graph, x), refs, expected, list(ours.parameters()),
+                                [p for ref in refs for p in ref.parameters()])
+
+
+def test_ggnn_equals_dgl_gatedgraphconv_between_its_projections(graph):
+    """GGNN (Li et al. 2016): a linear projection into the state, `steps` rounds of DGL's GatedGraphConv
+    (messages summed, a GRU update), a linear classifier."""
+    torch.manual_seed(0)
+    steps = 3
+    ours = build_model("ggnn", 16, 4, hidden=8, steps=steps).eval()
+    project, classify = torch.nn.Linear(16, 8), torch.nn.Linear(8, 4)
+    gated = dglnn.GatedGraphConv(8, 8, steps, 1)
+    project.load_state_dict(ours.project.state_dict())
+    classify.load_state_dict(ours.classify.state_dict())
+    gated.load_state_dict(ours.gated[0].state_dict())
+    x = graph.ndata["feat"]
+    expected = classify(gated(graph, torch.relu(project(x))))
+    reference = [*project.parameters(), *gated.parameters(), *classify.parameters()]
+    mine = [*ours.project.parameters(), *ours.gated[0].parameters(), *ours.classify.parameters()]
+    _same_outputs_and_gradients(ours, ours(graph, x), gated, expected, mine, reference)

@@ -258,8 +258,7 @@ def fit_ranker(model: nn.Module, split: InteractionSplit, optim: Optim | None = 
             history["val_recall"].append((epoch + 1, recall))
             best.update(model, epoch + 1, recall)
     history["best_epoch"] = best.epoch
-    model.load_state_dict(best.state)
-    model.eval()
+    best.restore(model)
     with torch.no_grad():
         user_emb, item_emb = model.embeddings()
         history["val"] = rank_metrics(user_emb, item_emb, split.val, seen_train, k)

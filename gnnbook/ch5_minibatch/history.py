@@ -399,8 +399,7 @@ def train(graph: dgl.DGLGraph, method: str = "gas", optim: Optim | None = None, 
         metrics = epoch_metrics(logits, labels, masks)
         if best.update(model, epoch, metrics["val_acc"], metrics["val_loss"]):
             break
-    model.load_state_dict(best.state)
-    model.eval()
+    best.restore(model)
     with torch.no_grad():
         logits = full_forward(model, setup.adj, x)
     return HistoryResult(method, seed, accuracy(logits[masks["test"]], labels[masks["test"]]), best.val_acc,
@@ -625,8 +624,7 @@ def distributed(dataset: str = "cora", seed: int = 0, num_parts: int = 40, clust
         if best.update(model, epoch, metrics["val_acc"], metrics["val_loss"]):
             break
     summary = comm.summary()
-    model.load_state_dict(best.state)
-    model.eval()
+    best.restore(model)
     with torch.no_grad():
         logits = full_forward(model, setup.adj, x)
     sent_rows, received_rows = sum(len(r) for r in send_rows), sum(len(r) for r in recv_rows)

@@ -237,7 +237,7 @@ def train_minibatch(graph: dgl.DGLGraph, model_name: str = "sage", optim: Optim 
         bar.set_postfix(loss=f"{loss:.3f}", val_acc=f"{metrics['val_acc']:.3f}", refresh=False)  # see gnnbook.training.train
         if best.update(model, epoch, metrics["val_acc"], metrics["val_loss"]):
             break
-    model.load_state_dict(best.state)
+    best.restore(model)
     logits = evaluate()
     return TrainResult(
         model=model_name,

@@ -114,11 +114,23 @@ def epoch_metrics(logits: torch.Tensor, labels: torch.Tensor, masks: dict[str, t
                 train_acc=accuracy(logits[masks["train"]], labels[masks["train"]]))
 
 
+def selection_key(val_acc: float, epoch: int, val_loss: float = 0.0) -> tuple[float, float, int]:
+    """The one rule that chooses an epoch, wherever one is chosen (:class:`BestEpoch`, :func:`best_epoch_row`,
+    :class:`AccuracyCurve`): the highest validation accuracy, then the lowest validation loss (where one is
+    measured), then the earliest epoch.  The chosen epoch is the one with the largest key.
+
+    Example:
+        >>> max([(0, 0.5), (1, 0.7), (2, 0.7)], key=lambda p: selection_key(p[1], p[0]))
+        (1, 0.7)
+    """
+    return (val_acc, -val_loss, -epoch)
+
+
 class BestEpoch:
     """Model selection on validation accuracy (ties: lower validation loss) with
     early stopping: :meth:`update` says stop after ``patience`` epochs without
-    improvement; ``state`` holds a copy of the best epoch's weights, to load
-    back when training ends.  Without a loss (``val_loss`` left at 0), ties
+    improvement; ``state`` holds a copy of the best epoch's weights, which
+    :meth:`restore` loads back when training ends.  Without a loss (``val_loss`` left at 0), ties
     keep the earlier epoch; ``val_acc`` may be any score where higher is better
     (the recommender's recall@k).
 
@@ -128,6 +140,8 @@ class BestEpoch:
         [False, False, False, True]
         >>> best.epoch, best.val_acc
         (1, 0.7)
+        >>> best.restore(model).training
+        False
     """
 
     def __init__(self, patience: int):
@@ -135,10 +149,18 @@ class BestEpoch:
         self.val_acc, self.val_loss, self.epoch, self.state = -1.0, float("inf"), 0, None
 
     def update(self, model: torch.nn.Module, epoch: int, val_acc: float, val_loss: float = 0.0) -> bool:
-        if (val_acc, -val_loss) > (self.val_acc, -self.val_loss):
+        if selection_key(val_acc, epoch, val_loss) > selection_key(self.val_acc, self.epoch, self.val_loss):
             self.val_acc, self.val_loss, self.epoch = val_acc, val_loss, epoch
             self.state = copy.deepcopy(model.state_dict())
         return epoch - self.epoch >= self.patience
+
+    def restore(self, model: torch.nn.Module) -> torch.nn.Module:
+        """Load the best epoch's weights back into ``model`` and put it in eval mode: the one restore of
+        every training loop that selects an epoch.  Returns ``model``."""
+        if self.state is None:
+            raise RuntimeError("no epoch was evaluated (update() was never called), so there are no best weights")
+        model.load_state_dict(self.state)
+        return model.eval()
 
 
 def best_epoch_row(history: list[dict[str, Any]]) -> dict[str, Any]:
@@ -149,7 +171,7 @@ def best_epoch_row(history: list[dict[str, Any]]) -> dict[str, Any]:
         >>> best_epoch_row([dict(epoch=0, val_acc=0.5), dict(epoch=1, val_acc=0.7), dict(epoch=2, val_acc=0.7)])
         {'epoch': 1, 'val_acc': 0.7}
     """
-    return max(history, key=lambda h: (h["val_acc"], -h["epoch"]))
+    return max(history, key=lambda h: selection_key(h["val_acc"], h["epoch"]))
 
 
 @record
@@ -176,7 +198,7 @@ class AccuracyCurve:
     def _best(self) -> tuple[int, float, float]:
         if not self.points:
             raise ValueError("the curve has no evaluation yet: add() one before asking for the best")
-        return max(self.points, key=lambda p: (p[1], -p[0]))
+        return max(self.points, key=lambda p: selection_key(p[1], p[0]))
 
     @property
     def best_at(self) -> int:
@@ -319,8 +341,7 @@ def fit_node_classifier(graph: dgl.DGLGraph, model_name: str = "gcn", optim: Opt
             bar.set_postfix(loss=f"{float(loss):.3f}", val_acc=f"{metrics['val_acc']:.3f}", refresh=False)
             if best.update(model, epoch, metrics["val_acc"], metrics["val_loss"]):
                 break
-    model.load_state_dict(best.state)
-    model.eval()
+    best.restore(model)
     with torch.no_grad():
         logits = model(g, x)
     return model, TrainResult(

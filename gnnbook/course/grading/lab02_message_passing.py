@@ -166,8 +166,7 @@ def train_gcn(model_cls: type, graph: dgl.DGLGraph, seed: int = 0, epochs: int =
             val_acc = accuracy(logits[masks["val"]], labels[masks["val"]])
             curve.append((float(loss), val_acc))
             best.update(model, epoch, val_acc)
-        model.load_state_dict(best.state)
-        model.eval()
+        best.restore(model)
         with torch.no_grad():
             test_acc = accuracy(model(graph, feat)[masks["test"]], labels[masks["test"]])
     return {"model": model, "test_acc": test_acc, "best_val": best.val_acc, "curve": curve, "seed": seed,
