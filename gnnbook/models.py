@@ -94,9 +94,27 @@ class InputLinear(nn.Module):
 
 
 class GCN(_Stack):
-    """Graph convolutional network (Kipf & Welling, ICLR 2017):
-    ``H' = D^-1/2 (A + I) D^-1/2 H W``.  The first layer's ``H W`` is done by
-    :class:`InputLinear` so that sparse input features stay sparse."""
+    r"""Graph convolutional network (Kipf & Welling, ICLR 2017), book 2.3.2.  Each layer is
+
+    .. math:: H^{(l+1)} = \sigma\left(\hat D^{-1/2} \hat A \hat D^{-1/2} H^{(l)} W^{(l)} + b^{(l)}\right),
+        \quad \hat A = A + I
+
+    (the graph must carry its self-loops: ``gnnbook.training.train.prepare_graph``), with ReLU between
+    layers and dropout before each.  The first layer's ``H W`` is an :class:`InputLinear`, so that sparse
+    input features stay sparse.
+
+    Args:
+        in_feats: input feature size.
+        num_classes: output size (one logit per class).
+        hidden: hidden size (default 16, the paper's).
+        num_layers: number of graph convolutions (default 2).
+        dropout: dropout before each layer (default 0.5).
+
+    Shapes:
+        - input: a graph of N nodes (or a list of ``num_layers`` blocks) and features ``(N, in_feats)``,
+          dense or sparse CSR.
+        - output: logits ``(N, num_classes)`` (blocks: one row per output node of the last block).
+    """
 
     accepts_sparse_input = True
 
@@ -112,8 +130,27 @@ class GCN(_Stack):
 
 
 class GraphSAGE(_Stack):
-    """GraphSAGE with mean aggregation (Hamilton et al., NeurIPS 2017).  ``input_dropout=False``
-    drops out between layers only, as DGL's distributed example does (its input rows are many)."""
+    r"""GraphSAGE (Hamilton et al., NeurIPS 2017), book 4.1.2 and chapter 8's trainer.  Each layer, with the
+    mean aggregator the course uses, is DGL's ``SAGEConv``:
+
+    .. math:: h_v' = W_{self} h_v + W_{neigh} \frac{1}{|N(v)|} \sum_{u \in N(v)} h_u + b
+
+    with ReLU between layers and dropout before each.
+
+    Args:
+        in_feats: input feature size.
+        num_classes: output size.
+        hidden: hidden size (default 64).
+        num_layers: number of layers (default 2).
+        dropout: dropout rate (default 0.5).
+        aggregator: DGL's aggregator type (default ``"mean"``; ``"gcn"``, ``"pool"``, ``"lstm"`` exist).
+        input_dropout: dropout on the input features too (default True); False drops out between layers
+            only, as DGL's distributed example does (its input rows are many).
+
+    Shapes:
+        - input: a graph of N nodes (or a list of blocks) and features ``(N, in_feats)``.
+        - output: logits ``(N, num_classes)``.
+    """
 
     def __init__(self, in_feats: int, num_classes: int, hidden: int = 64, num_layers: int = 2,
                  dropout: float = 0.5, aggregator: str = "mean", input_dropout: bool = True):
@@ -123,7 +160,24 @@ class GraphSAGE(_Stack):
 
 
 class GIN(_Stack):
-    """Graph isomorphism network (Xu et al., ICLR 2019): sum aggregation + MLP."""
+    r"""Graph isomorphism network (Xu et al., ICLR 2019).  Each layer is DGL's ``GINConv`` with a learnt
+    :math:`\epsilon` and a two-layer MLP:
+
+    .. math:: h_v' = \mathrm{MLP}\left((1 + \epsilon) h_v + \sum_{u \in N(v)} h_u\right)
+
+    with ReLU between layers and dropout before each.
+
+    Args:
+        in_feats: input feature size.
+        num_classes: output size.
+        hidden: hidden size, also inside each MLP (default 64).
+        num_layers: number of layers (default 2).
+        dropout: dropout rate (default 0.5).
+
+    Shapes:
+        - input: a graph of N nodes (or a list of blocks) and features ``(N, in_feats)``.
+        - output: logits ``(N, num_classes)``.
+    """
 
     def __init__(self, in_feats: int, num_classes: int, hidden: int = 64, num_layers: int = 2, dropout: float = 0.5):
         dims = [in_feats] + [hidden] * (num_layers - 1) + [num_classes]
@@ -135,9 +189,26 @@ class GIN(_Stack):
 
 
 class GAT(_Stack):
-    """Graph attention network (Velickovic et al., ICLR 2018): multi-head
-    attention, heads concatenated in hidden layers and averaged in the last.
-    The first layer's projection is an :class:`InputLinear` (sparse-aware)."""
+    r"""Graph attention network (Velickovic et al., ICLR 2018), book 2.3.3.  Each head of each layer is
+
+    .. math:: h_v' = \sum_{u \in N(v)} \alpha_{vu} W h_u, \quad
+        \alpha_{vu} = \mathrm{softmax}_u\left(\mathrm{LeakyReLU}_{0.2}(a^\top [W h_v \| W h_u])\right)
+
+    (DGL's ``GATConv``); heads are concatenated in hidden layers, after ELU, and averaged in the last
+    (one head).  The first layer's projection is an :class:`InputLinear` (sparse-aware).
+
+    Args:
+        in_feats: input feature size.
+        num_classes: output size.
+        hidden: size of each head in the hidden layers (default 8).
+        num_layers: number of layers (default 2).
+        heads: heads of each hidden layer (default 8).
+        dropout: dropout on the inputs of each layer and on the attention weights (default 0.6).
+
+    Shapes:
+        - input: a graph of N nodes (or a list of blocks) and features ``(N, in_feats)``, dense or sparse CSR.
+        - output: logits ``(N, num_classes)``.
+    """
 
     accepts_sparse_input = True
 
@@ -165,8 +236,26 @@ class GAT(_Stack):
 
 
 class GGNN(nn.Module):
-    """Gated graph sequence network (Li et al., ICLR 2016): a GRU updates each
-    node's state from its neighbours' messages for ``steps`` rounds."""
+    r"""Gated graph sequence network (Li et al., ICLR 2016), book 2.3.1: a linear projection into the node
+    state, then ``steps`` rounds of DGL's ``GatedGraphConv`` per layer, a GRU that updates each node's state
+    from the sum of its neighbours' messages,
+
+    .. math:: m_v = \sum_{u \in N(v)} W h_u, \quad h_v' = \mathrm{GRU}(m_v, h_v),
+
+    and a linear classifier.  Full-graph only: the state is shared across the rounds.
+
+    Args:
+        in_feats: input feature size.
+        num_classes: output size.
+        hidden: state size (default 64).
+        num_layers: GatedGraphConv layers (default 1).
+        steps: rounds of each layer (default 3).
+        dropout: dropout on the input and before the classifier (default 0.5).
+
+    Shapes:
+        - input: a graph of N nodes and features ``(N, in_feats)``.
+        - output: logits ``(N, num_classes)``.
+    """
 
     def __init__(self, in_feats: int, num_classes: int, hidden: int = 64, num_layers: int = 1,
                  steps: int = 3, dropout: float = 0.5):
@@ -186,8 +275,20 @@ class GGNN(nn.Module):
 
 
 class VGAE(nn.Module):
-    """Variational graph auto-encoder (Kipf & Welling, 2016): a GCN encoder
-    gives each node a Gaussian embedding; an inner product scores edges."""
+    r"""Variational graph auto-encoder (Kipf & Welling, 2016), book 2.3.4: a two-layer GCN encoder gives each
+    node a Gaussian embedding :math:`z_v \sim \mathcal N(\mu_v, \sigma_v^2)` (its mean when evaluating); an
+    edge's logit is the inner product :math:`z_u^\top z_v` (:meth:`score`).
+
+    Args:
+        in_feats: input feature size.
+        hidden: the first GCN layer's size (default 32).
+        latent: the embedding size (default 16).
+
+    Shapes:
+        - :meth:`encode`: a graph of N nodes and features ``(N, in_feats)`` -> ``z``, ``mean``, ``log_std``,
+          each ``(N, latent)``.
+        - :meth:`score`: embeddings ``(N, latent)`` and E source and destination ids -> logits ``(E,)``.
+    """
 
     accepts_sparse_input = True
 

@@ -171,3 +171,40 @@ def test_no_public_function_has_more_than_8_parameters_without_a_reason():
                 offenders.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name} ({len(names)})")
     assert not offenders, (f"group the knobs (Optim, Batches, a dataclass) or say why after {WHY_SO_MANY!r} in "
                            f"the docstring: {offenders}")
+
+
+def _documented_names(doc: str) -> tuple[set[str], set[str]]:
+    """A package docstring's map: its list (lines starting with '- ', up to a blank line) names modules as
+    ``name`` or :mod:`...name`.  Returns (every lowercase name the list mentions, the names at the head of
+    an item or of a ';'-separated part of one, before its ':', which must be modules)."""
+    mentioned, heads = set(), set()
+
+    def names(text: str) -> set[str]:
+        found = set(re.findall(r"``(\w+)``", text)) | set(re.findall(r":mod:`~?[\w.]*?(\w+)`", text))
+        return {n for n in found if n.islower()}  # CamelCase names are classes
+
+    for item in re.split(r"\n(?=- )", doc):
+        if item.startswith("- "):
+            item = item.split("\n\n")[0]
+            mentioned |= names(item)
+            for part in item[2:].split(";"):
+                head, sep, _ = part.partition(": ")
+                if sep:
+                    heads |= names(head)
+    return mentioned, heads
+
+
+def test_every_package_docstring_maps_exactly_its_modules():
+    """Issue 38, item 7: each package's docstring is a map of its modules, and the map is the tree."""
+    wrong = {}
+    for init in sorted(PACKAGE.rglob("__init__.py")):
+        if "_site" in init.parts:
+            continue
+        folder = init.parent
+        modules = {p.stem for p in folder.glob("*.py") if p.name not in ("__init__.py", "__main__.py")}
+        modules |= {p.name for p in folder.iterdir() if (p / "__init__.py").exists()}
+        documented, heads = _documented_names(ast.get_docstring(ast.parse(init.read_text())) or "")
+        missing, extra = sorted(modules - documented), sorted(heads - modules)
+        if missing or extra:
+            wrong[folder.relative_to(PACKAGE.parent).as_posix()] = dict(missing=missing, not_a_module=extra)
+    assert not wrong, json.dumps(wrong, indent=1)

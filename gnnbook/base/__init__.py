@@ -4,7 +4,8 @@ what every chapter's real processes and measured claims stand on).
 - ``procs``: supervised process groups (deadline, fail fast, nothing left behind); ``reaper``, their
   watchdog that outlives a killed launcher; ``private_net``: a job's private loopback (a user +
   network namespace that no other user of the host can reach);
-- ``launch`` / ``worker``: a function run in N real ranks joined by torch.distributed (gloo); ``records``:
+- ``launch`` / ``worker``: a function run in N real ranks joined by torch.distributed (gloo); ``pool``: ranks
+  started once and given one job after another; ``records``:
   the dataclasses a rank may return (an allow-list: results cross processes without unpickling a class);
 - ``memory``: peak memory of a block of code; ``budget``: a hard memory limit for a group of processes
   (a memory cgroup) and its measured peak; ``wire``: bytes measured on this process's TCP sockets;
@@ -13,4 +14,4 @@ what every chapter's real processes and measured claims stand on).
   ``env``: the installed versions against the course's pins.
 """
 
-__all__ = ["budget", "cpu_share", "env", "errors", "launch", "memory", "private_net", "procs", "reaper", "records", "seeding", "wire", "worker"]
+__all__ = ["budget", "cpu_share", "env", "errors", "launch", "memory", "pool", "private_net", "procs", "reaper", "records", "seeding", "wire", "worker"]

@@ -1,6 +1,12 @@
 """Datasets: real graphs found offline or downloaded and checksummed, and
 seeded synthetic graphs.
 
+- ``registry``: where every shipped dataset comes from (URL, commit, licence, SHA-256); ``files``: its raw
+  files found or downloaded and checked;
+- ``formats``: the Planetoid and GraphData parsers; ``safe_pickle``: legacy pickles through an allow-list;
+- ``arrays``: the pickle-free form every graph is converted to; ``synthetic``: power-law, SBM and scale graphs;
+- ``movielens``: ratings for recommendation (lab 10); ``traffic``: speed series on a sensor graph (lab 11).
+
 Example:
     >>> from gnnbook.data import load_dataset
     >>> g = load_dataset("cora")                      # doctest: +SKIP

@@ -39,7 +39,17 @@ Pieces, one module each:
   plain DGL sampling, for comparison;
 - :mod:`~gnnbook.distributed.cluster`: ``LocalCluster`` / ``Cluster``, the API a
   notebook uses; :mod:`~gnnbook.distributed.commands`: ``python -m gnnbook
-  partition | dist-train | launch``.
+  partition | dist-train | launch``;
+- :mod:`~gnnbook.distributed.config`: one run's settings (``TrainConfig``);
+  :mod:`~gnnbook.distributed.store`: the job's rendezvous store, on loopback;
+  :mod:`~gnnbook.distributed.progress`: a running job's epochs shown in the caller;
+- :mod:`~gnnbook.distributed.checkpoint`: checkpoints and the rules for resuming;
+  :mod:`~gnnbook.distributed.repeatable`: the servers' random streams seeded by the trainers;
+  :mod:`~gnnbook.distributed.leftovers`: what a notebook's jobs left behind;
+- :mod:`~gnnbook.distributed.demo_interfaces`: DistGraph, DistTensor, DistEmbedding and the
+  KVStore exercised (chapter 8); :mod:`~gnnbook.distributed.scale_runs`: one graph on 1-4
+  emulated machines under a memory budget (8b, ``make scale``);
+- ``_site``: the folder of the ``sitecustomize`` that adapts DGL in every emulated machine's process.
 
 Example:
     >>> from gnnbook.distributed import LocalCluster, TrainConfig, cached_partition  # doctest: +SKIP
