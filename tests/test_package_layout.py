@@ -49,15 +49,31 @@ def imported_names(names: str) -> set[str]:
     return {n.split(" as ")[0].strip() for n in names.strip().strip("()").split(",") if n.strip()}
 
 
+def reexported_from(module: str) -> set[str]:
+    """The names a package exports lazily from ``module`` (a package's ``_EXPORTS`` table, as
+    ``gnnbook.distributed`` has): ``from gnnbook.distributed import LocalCluster`` uses ``cluster``."""
+    parent, name = module.rsplit(".", 1)
+    init = ROOT.joinpath(*parent.split("."), "__init__.py")
+    if not init.exists():
+        return set()
+    for node in ast.walk(ast.parse(init.read_text())):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "_EXPORTS" for t in node.targets):
+            table = ast.literal_eval(node.value)
+            return {exported for exported, source in table.items() if source == name}
+    return set()
+
+
 def notebooks_using(module: str) -> list[str]:
     """The notebooks whose code cells import or name ``module`` (``gnnbook.x.y``, ``"gnnbook.x.y:f"`` or
-    ``from gnnbook.x import y``)."""
+    ``from gnnbook.x import y``), or import a name their package re-exports from it."""
     pattern = re.compile(rf"(?<![\w.]){re.escape(module)}(?!\w)")
     parent, name = module.rsplit(".", 1)
+    exported = reexported_from(module)
     users = []
     for nb in NOTEBOOKS:
         code = "\n".join("".join(c["source"]) for c in json.loads(nb.read_text())["cells"] if c["cell_type"] == "code")
-        imported = any(name in imported_names(names) for p, names in FROM_IMPORT.findall(code) if p == parent)
+        imported = any(name in imported_names(names) or imported_names(names) & exported
+                       for p, names in FROM_IMPORT.findall(code) if p == parent)
         if pattern.search(code) or imported:
             users.append(nb.relative_to(ROOT).as_posix())
     return users

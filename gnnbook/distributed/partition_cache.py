@@ -2,7 +2,8 @@
 
 Book: 8.3.1 dataset preprocessing (partitioning for DistDGL).
 
-Used in: chapters/08b_beyond_one_machine.ipynb.
+Used in: chapters/05a_minibatch_training_and_sampling.ipynb, chapters/05f_distributed_cache.ipynb,
+chapters/08_dgl_practice.ipynb, chapters/08b_beyond_one_machine.ipynb, labs/lab08_distributed_dgl.ipynb.
 
 :func:`partition_dataset` loads (or generates) the dataset and partitions it
 (:func:`gnnbook.distributed.partition_files.partition_graph`) in a child process of a

@@ -2,7 +2,7 @@
 
 Book: 8.3.1 dataset preprocessing (partitioning for DistDGL).
 
-Used in: no notebook directly.
+Used in: chapters/08_dgl_practice.ipynb, labs/lab08_distributed_dgl.ipynb.
 
 :func:`partition_graph` runs DGL's ``partition_graph`` (METIS with the
 training nodes and the edges balanced across partitions, or random) on a
