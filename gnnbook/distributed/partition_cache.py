@@ -119,20 +119,24 @@ def partition_deadline_s(dataset: str, options: dict[str, Any]) -> float:
     return BUILD_BASE_S + (BUILD_PER_EDGE_S * size[1] if size else 0.0)
 
 
-def build(dataset: str, num_parts: int, method: str, out_dir: str, seed: int, options: dict[str, Any]) -> str:
-    """The child's side (``python -m gnnbook.base.worker``): load the dataset, partition it into
-    ``out_dir``, report each stage to the file named by :data:`PROGRESS_ENV`; return the config path."""
+def build(dataset: str, seed: int, options: dict[str, Any], jobs: list[list[Any]]) -> list[str]:
+    """The child's side (``python -m gnnbook.base.worker``): load the dataset once, partition it for each
+    ``[num_parts, method, out_dir]`` of ``jobs``, report each stage to the file named by :data:`PROGRESS_ENV`;
+    return the config paths."""
     progress = os.environ.get(PROGRESS_ENV)
 
-    def on_stage(text: str) -> None:
-        if progress:
-            with open(progress, "a") as f:
-                f.write(text + "\n")
+    def reporter(prefix: str):
+        def on_stage(text: str) -> None:
+            if progress:
+                with open(progress, "a") as f:
+                    f.write(prefix + text + "\n")
+        return on_stage
 
-    on_stage(f"load {dataset}" if dataset_key(dataset) in DATASETS else f"generate the {dataset} graph")
+    reporter("")(f"load {dataset}" if dataset_key(dataset) in DATASETS else f"generate the {dataset} graph")
     graph = load_dataset(dataset, **options)
-    return str(partition_graph(graph, graph_name_for(dataset), num_parts, method, out_dir, seed=seed,
-                               on_stage=on_stage))
+    return [str(partition_graph(graph, graph_name_for(dataset), num_parts, method, out_dir, seed=seed,
+                                on_stage=reporter(f"K={num_parts} {method}: " if len(jobs) > 1 else "")))
+            for num_parts, method, out_dir in jobs]
 
 
 def partition_dataset(dataset: str, num_parts: int, method: str = "metis", out_dir: str | Path | None = None,
@@ -148,29 +152,43 @@ def partition_dataset(dataset: str, num_parts: int, method: str = "metis", out_d
     """
     if out_dir is None:
         return cached_partition(dataset, num_parts, method, seed=seed, **dataset_options)
-    if method not in METHODS:
-        raise PartitionError(f"unknown partition method '{method}'; use one of {', '.join(METHODS)}")
-    size = graph_size(dataset, dataset_options)  # refuses an unknown name or option at once
-    out_dir = Path(out_dir)
-    if out_dir.exists():
-        raise PartitionError(f"{out_dir} already exists; remove it or choose another --out folder")
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    deadline = deadline_s if deadline_s is not None else partition_deadline_s(dataset, dataset_options)
+    _build(dataset, [(num_parts, method, Path(out_dir))], seed, deadline_s, dataset_options)
+    return Path(out_dir) / f"{graph_name_for(dataset)}.json"
+
+
+def _build(dataset: str, jobs: list[tuple[int, str, Path]], seed: int, deadline_s: float | None,
+           options: dict[str, Any]) -> None:
+    """Partition ``dataset`` for every ``(num_parts, method, out_dir)`` of ``jobs`` (the out_dirs in one
+    folder) in one supervised child, which generates or loads the graph once; each result is renamed into
+    its ``out_dir`` when the child succeeded, and nothing is left when it did not."""
+    for _, method, _ in jobs:
+        if method not in METHODS:
+            raise PartitionError(f"unknown partition method '{method}'; use one of {', '.join(METHODS)}")
+    size = graph_size(dataset, options)  # refuses an unknown name or option at once
+    parent = jobs[0][2].parent
+    for _, _, out_dir in jobs:
+        if out_dir.exists():
+            raise PartitionError(f"{out_dir} already exists; remove it or choose another --out folder")
+        if out_dir.parent != parent:
+            raise PartitionError(f"the partitions of one build go into one folder, not {out_dir.parent} and {parent}")
+    parent.mkdir(parents=True, exist_ok=True)
+    deadline = deadline_s if deadline_s is not None else partition_deadline_s(dataset, options) * len(jobs)
     name = graph_name_for(dataset)
-    what = f"{dataset} ({f'{size[0]:,} nodes, {size[1]:,} edges' if size else 'shipped'}) into {num_parts} parts ({method})"
-    # The child writes beside out_dir (one file system, so the final rename is atomic); its log goes elsewhere,
-    # kept when it fails.
-    work = Path(tempfile.mkdtemp(prefix=f".{out_dir.name}.", dir=out_dir.parent))
+    what = (f"{dataset} ({f'{size[0]:,} nodes, {size[1]:,} edges' if size else 'shipped'}) into "
+            + ", ".join(f"{k} parts ({method})" for k, method, _ in jobs))
+    # The child writes beside the out_dirs (one file system, so the final renames are atomic); its log goes
+    # elsewhere, kept when it fails.
+    work = Path(tempfile.mkdtemp(prefix=f".{jobs[0][2].name}.", dir=parent))
     logs = Path(tempfile.mkdtemp(prefix=f"gnnbook-partition-{name}-"))
     progress = work / "progress.txt"
     bar = tqdm(total=None, desc=f"partition {name}: start", leave=False, disable=(size or (0,))[0] < LARGE_GRAPH_NODES,
                bar_format="{desc} [{elapsed}]")
     stage, succeeded = "start the child process", False
     try:
-        (work / "args.json").write_text(json.dumps(dict(dataset=dataset, num_parts=num_parts, method=method,
-                                                        out_dir=str(work / "part"), seed=seed, options=dataset_options)))
+        child_jobs = [[k, method, str(work / f"part{i}")] for i, (k, method, _) in enumerate(jobs)]
+        (work / "args.json").write_text(json.dumps(dict(dataset=dataset, seed=seed, options=options, jobs=child_jobs)))
         with ProcessGroup(deadline_s=deadline, log_dir=logs) as group:
-            group.remove_on_death(work)  # the caller killed: its watchdog removes the half-built folder
+            group.remove_on_death(work)  # the caller killed: its watchdog removes the half-built folders
             start_ranks(group, "gnnbook.distributed.partition_cache:build", 1, work / "args.json", work / "result.pt",
                         port=0, deadline_s=deadline, threads_per_rank=os.cpu_count() or 1, init_dist=False,
                         env={PROGRESS_ENV: str(progress)})
@@ -184,14 +202,14 @@ def partition_dataset(dataset: str, num_parts: int, method: str = "metis", out_d
             except ProcessFailed as err:
                 stage = _latest_stage(progress, stage, bar, name)
                 raise _failed(err, what, stage, deadline, logs) from None
-        os.replace(work / "part", out_dir)
+        for i, (_, _, out_dir) in enumerate(jobs):
+            os.replace(work / f"part{i}", out_dir)
         succeeded = True
     finally:
         bar.close()
         shutil.rmtree(work, ignore_errors=True)
         if succeeded:
             shutil.rmtree(logs, ignore_errors=True)
-    return out_dir / f"{name}.json"
 
 
 def _latest_stage(progress: Path, stage: str, bar: tqdm, name: str) -> str:
@@ -281,20 +299,41 @@ def open_cached_partition(dataset: str, num_parts: int, method: str = "metis", s
         >>> open_cached_partition("cora", 2).num_parts  # doctest: +SKIP
         2
     """
-    folder = cache_folder(dataset, num_parts, method, seed, **dataset_options)
-    config = folder / f"{graph_name_for(dataset)}.json"
-    opened = _opened_if_intact(config, node_data)
-    if opened is not None:
+    key = (num_parts, method)
+    return open_cached_partitions(dataset, [key], seed, node_data, **dataset_options)[key]
+
+
+def open_cached_partitions(dataset: str, requests: list[tuple[int, str]], seed: int = 0, node_data: bool = True,
+                           **dataset_options: Any) -> dict[tuple[int, str], OpenedPartition]:
+    """:func:`open_cached_partition` for several ``(num_parts, method)`` of one dataset: those not cached yet
+    are built by one child, which generates or loads the graph once (chapter 8b's four partitions of the
+    scale graph: one generation instead of four).
+
+    Example:
+        >>> opened = open_cached_partitions("cora", [(2, "metis"), (2, "random")])  # doctest: +SKIP
+        >>> [p.num_parts for p in opened.values()]                                 # doctest: +SKIP
+        [2, 2]
+    """
+    name = graph_name_for(dataset)
+    folders = {tuple(r): cache_folder(dataset, r[0], r[1], seed, **dataset_options) for r in requests}
+    opened = {r: _opened_if_intact(folder / f"{name}.json", node_data) for r, folder in folders.items()}
+    if all(o is not None for o in opened.values()):
         return opened
-    with _locked(folder.parent):
-        opened = _opened_if_intact(config, node_data)
-        if opened is not None:
-            return opened  # built by another process while this one waited
-        if folder.resolve().parent != folder.parent.resolve() or folder.parent.name != "partitions":
-            raise PartitionError(f"refusing to replace {folder}: it is not a folder of the partition cache")
-        shutil.rmtree(folder, ignore_errors=True)  # damaged, or from a version that recorded no digests
-        built = partition_dataset(dataset, num_parts, method, folder, seed=seed, **dataset_options)
-        return open_partition(built, node_data=node_data)
+    partitions = next(iter(folders.values())).parent
+    with _locked(partitions):
+        missing = []
+        for r, folder in folders.items():
+            opened[r] = opened[r] or _opened_if_intact(folder / f"{name}.json", node_data)  # another process built it?
+            if opened[r] is None:
+                if folder.resolve().parent != partitions.resolve() or partitions.name != "partitions":
+                    raise PartitionError(f"refusing to replace {folder}: it is not a folder of the partition cache")
+                shutil.rmtree(folder, ignore_errors=True)  # damaged, or from a version that recorded no digests
+                missing.append(r)
+        if missing:
+            _build(dataset, [(k, method, folders[(k, method)]) for k, method in missing], seed, None, dataset_options)
+        for r in missing:
+            opened[r] = open_partition(folders[r] / f"{name}.json", node_data=node_data)
+    return opened
 
 
 def _opened_if_intact(config_path: Path, node_data: bool) -> OpenedPartition | None:
