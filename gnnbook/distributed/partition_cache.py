@@ -108,15 +108,16 @@ def graph_size(dataset: str, options: dict[str, Any]) -> tuple[int, int] | None:
     return int(nodes), int(nodes * degree)
 
 
-def partition_deadline_s(dataset: str, options: dict[str, Any]) -> float:
-    """The deadline of one build: :data:`BUILD_BASE_S` plus :data:`BUILD_PER_EDGE_S` per edge.
+def partition_deadline_s(dataset: str, options: dict[str, Any], builds: int = 1) -> float:
+    """The deadline of a child that makes ``builds`` partitions of one graph: :data:`BUILD_BASE_S` (its start)
+    plus :data:`BUILD_PER_EDGE_S` per edge and build.
 
     Example:
         >>> partition_deadline_s("scale", dict(num_nodes=300_000, avg_degree=20))
         195.0
     """
     size = graph_size(dataset, options)
-    return BUILD_BASE_S + (BUILD_PER_EDGE_S * size[1] if size else 0.0)
+    return BUILD_BASE_S + (BUILD_PER_EDGE_S * size[1] * builds if size else 0.0)
 
 
 def build(dataset: str, seed: int, options: dict[str, Any], jobs: list[list[Any]]) -> list[str]:
@@ -172,7 +173,7 @@ def _build(dataset: str, jobs: list[tuple[int, str, Path]], seed: int, deadline_
         if out_dir.parent != parent:
             raise PartitionError(f"the partitions of one build go into one folder, not {out_dir.parent} and {parent}")
     parent.mkdir(parents=True, exist_ok=True)
-    deadline = deadline_s if deadline_s is not None else partition_deadline_s(dataset, options) * len(jobs)
+    deadline = deadline_s if deadline_s is not None else partition_deadline_s(dataset, options, len(jobs))
     name = graph_name_for(dataset)
     what = (f"{dataset} ({f'{size[0]:,} nodes, {size[1]:,} edges' if size else 'shipped'}) into "
             + ", ".join(f"{k} parts ({method})" for k, method, _ in jobs))
