@@ -19,6 +19,9 @@ export DGLBACKEND := pytorch
 # Teachers: `make autograde SUBMISSIONS=folder` (folder/<student>/<lab>.ipynb); the CSV goes to GRADES.
 SUBMISSIONS ?=
 GRADES ?= build/grades.csv
+# One feedback file per student and lab; `make autograde SUBMISSIONS=handins LABS="lab03 lab06"` grades only those labs.
+FEEDBACK ?= build/feedback
+LABS ?=
 # Submissions graded at a time (one kernel each): `make autograde SUBMISSIONS=handins JOBS=4` on 4 cores.
 JOBS ?= 1
 # `make course NOTEBOOKS="chapters/02_gnn_models.ipynb labs/lab02_message_passing.ipynb"` runs a few.
@@ -85,7 +88,8 @@ release: venv
 
 autograde: venv
 	@test -n "$(SUBMISSIONS)" || { echo "usage: make autograde SUBMISSIONS=folder  (folder/<student>/<lab>.ipynb)"; exit 2; }
-	$(VENV)/bin/python -m gnnbook autograde "$(SUBMISSIONS)" --grades "$(GRADES)" --jobs $(JOBS)
+	$(VENV)/bin/python -m gnnbook autograde "$(SUBMISSIONS)" --grades "$(GRADES)" --jobs $(JOBS) \
+	    --feedback "$(FEEDBACK)" $(if $(LABS),--only $(LABS))
 
 # Every notebook through papermill into build/course/, then one table of the course's claims.
 course: venv

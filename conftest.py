@@ -27,10 +27,14 @@ _seconds: dict[str, float] = defaultdict(float)
 
 
 def pytest_ignore_collect(collection_path, config):
-    # A lab that tests/test_grading.py grades is run there, through nbgrader, as the teacher's
-    # solution (every cell must pass); nbval would run it a second time.
+    # A lab that tests/test_grading.py grades through nbgrader is run there as the teacher's solution
+    # (every cell must pass); nbval would run it a second time.  A lab graded outside the kernel runs
+    # only its solution cells there, so nbval runs the notebook.
     if collection_path.suffix == ".ipynb" and collection_path.parent.name == "labs":
-        return (collection_path.parent.parent / "tests" / "cheats" / f"{collection_path.stem}.py").exists() or None
+        from gnnbook.course.grading.engine import grading_module
+
+        graded_here = (collection_path.parent.parent / "tests" / "cheats" / f"{collection_path.stem}.py").exists()
+        return (graded_here and grading_module(collection_path.stem) is None) or None
     return None
 
 

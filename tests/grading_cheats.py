@@ -19,6 +19,10 @@ from pathlib import Path
 # How a cheat reaches the reference.  (Pasting a chapter's printed code is not among them: no chapter
 # prints a lab's answer, which tests/test_no_spoilers.py checks.)
 KINDS = ("direct", "early-bound", "importlib")
+# How a cheat reaches around the checks themselves (issue 37); only labs graded outside the student's kernel
+# (gnnbook.course.grading.engine) have them: in a kernel that runs the checks, each of them scores.
+ISOLATION_KINDS = ("cell-transformer", "try-wrapper", "frame-walk", "code-copy", "emptied-refusals", "re-exec-source",
+                   "patched-helper", "package-write", "hang")
 
 
 @dataclass(frozen=True)
@@ -28,9 +32,11 @@ class Cheat:
     task: int                     # the task it targets: it must score zero there
     regions: dict[int, str]       # k-th solution region of the task -> replacement code
     preamble: dict[int, str] = field(default_factory=dict)   # k-th solution cell of the task -> code at its top
+    cell: str = ""                # a cell of the cheat's own, put before the first solution cell
+    expect: str = ""              # what the grade table's reason for the task must say
 
     def __post_init__(self):
-        assert self.kind in KINDS, f"{self.name}: kind {self.kind!r} is not one of {KINDS}"
+        assert self.kind in KINDS + ISOLATION_KINDS, f"{self.name}: kind {self.kind!r} is not one of {KINDS + ISOLATION_KINDS}"
 
 
 def _load(path: Path) -> list[Cheat]:
@@ -48,7 +54,7 @@ def one_of_each_kind(cheats: list[Cheat]) -> list[Cheat]:
     """One cheat of every kind for the lab (what `make test` runs; `make test-cheats` runs all),
     spread over the lab's tasks: each kind takes a cheat of the task the fewest picks cover yet."""
     picked: list[Cheat] = []
-    for kind in KINDS:
+    for kind in KINDS + ISOLATION_KINDS:
         of_kind = [c for c in cheats if c.kind == kind]
         if of_kind:
             picked.append(min(of_kind, key=lambda c: sum(p.task == c.task for p in picked)))

@@ -30,6 +30,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from gnnbook.course.grading.engine import grading_module
 from gnnbook.course.release import annotate, autograde, default_labs, release
 from grading_cheats import CHEATS, Cheat, one_of_each_kind
 
@@ -37,6 +38,8 @@ ROOT = Path(__file__).resolve().parents[1]
 LABS = {lab.stem: lab for lab in default_labs(ROOT)}
 GRADED = sorted(CHEATS)          # the labs this suite covers (their nbval run is replaced by it)
 ALL_CHEATS = os.environ.get("GNNBOOK_ALL_CHEATS") == "1"    # `make test-cheats`; else one of each kind
+# A check of a lab graded outside the kernel takes seconds; the hang cheat spends this once.
+CHECK_DEADLINE_S = 60
 STUB = re.compile(r"^([ \t]*)raise NotImplementedError\(\)[ \t]*$", re.MULTILINE)
 
 # Run before a check in the solution's run: pickle every value the check reads (not modules,
@@ -117,6 +120,9 @@ def apply_cheat(released, sources: dict[str, str], cheat: Cheat) -> nbformat.Not
             cell.source = "\n".join(lines[:at] + cheat.preamble[cell_index].splitlines() + lines[at:])
         cell_index += 1
     assert region >= max(cheat.regions) + 1, f"{cheat.name}: task {cheat.task} has only {region} solution regions"
+    if cheat.cell:
+        first = next(i for i, c in enumerate(nb.cells) if "solution" in _grade_id(c))
+        nb.cells.insert(first, nbformat.v4.new_code_cell(cheat.cell, metadata={"cheat": True}))
     return nb
 
 
@@ -131,19 +137,24 @@ def without_runs(nb) -> nbformat.NotebookNode:
 
 
 def grade(labs: list[Path], submissions: dict[tuple[str, str], nbformat.NotebookNode], folder: Path,
-          jobs: int = 2) -> tuple[dict, Path]:
-    """Autograde ``submissions`` ((student, lab stem) -> notebook), ``jobs`` at a time, in one call; returns
-    {(student, lab stem): {task: (points, most)}} and the folder of executed notebooks."""
+          jobs: int = 2) -> tuple[dict, Path, dict]:
+    """Autograde ``submissions`` ((student, lab stem) -> notebook), ``jobs`` at a time, in one call (each
+    check of a lab graded outside the kernel gets CHECK_DEADLINE_S); returns {(student, lab stem): {task:
+    (points, most)}}, the folder of executed notebooks (labs graded by nbgrader) and {(student, lab stem):
+    {task: why}}."""
     by_stem = {lab.stem: lab for lab in labs}
     for (student, stem), nb in submissions.items():
         (folder / "in" / student).mkdir(parents=True, exist_ok=True)
         nbformat.write(nb, folder / "in" / student / by_stem[stem].name)
     used = sorted({stem for _, stem in submissions})
-    rows = autograde(folder / "in", [by_stem[s] for s in used], folder / "grades.csv", folder / "autograded", jobs=jobs)
+    rows = autograde(folder / "in", [by_stem[s] for s in used], folder / "grades.csv", folder / "autograded", jobs=jobs,
+                     feedback=folder / "feedback", check_deadline_s=CHECK_DEADLINE_S)
     table: dict[tuple[str, str], dict[int, tuple[float, float]]] = {}
+    whys: dict[tuple[str, str], dict[int, str]] = {}
     for r in rows:
         table.setdefault((r["student"], r["lab"]), {})[int(r["task"][4:])] = (r["points"], r["max_points"])
-    return table, folder / "autograded"
+        whys.setdefault((r["student"], r["lab"]), {})[int(r["task"][4:])] = r["why"]
+    return table, folder / "autograded", whys
 
 
 def errors(notebook: Path) -> dict[str, str]:
@@ -189,12 +200,12 @@ def graded(request, tmp_path_factory) -> dict[str, dict]:
         record.mkdir(parents=True)
         first_round[("solution", lab.stem)] = with_checks_wrapped(solution, lambda check, r=record, s=sources: RECORD.format(
             names=read_names(s[_grade_id(check)]), path=str(r / f"{_grade_id(check)}.pkl")))
-        if ALL_CHEATS:
+        if ALL_CHEATS or grading_module(lab.stem) is not None:     # outside the kernel, the release costs seconds
             first_round[("release", lab.stem)] = released
         plans[lab.stem] = (released, sources, record)
         tasks[lab.stem] = sorted({_task(i) for i in sources})
     start = time.perf_counter()
-    first, first_executed = grade(labs, first_round, tmp / "first")
+    first, first_executed, first_why = grade(labs, first_round, tmp / "first")
     seconds = {"solutions": time.perf_counter() - start}
     second_round, names = {}, {}
     for lab in labs:
@@ -205,8 +216,12 @@ def graded(request, tmp_path_factory) -> dict[str, dict]:
         names[lab.stem] = {f"cheat{i}": cheat for i, cheat in enumerate(cheats)}
         for student, cheat in names[lab.stem].items():
             second_round[(student, lab.stem)] = without_runs(apply_cheat(released, sources, cheat))
+        if grading_module(lab.stem) is not None:     # an honest submission, graded beside the hang
+            second_round[("honest", lab.stem)] = first_round[("solution", lab.stem)]
+    checkout = _checkout_state()
     start = time.perf_counter()
-    second, second_executed = grade(labs, second_round, tmp / "second")
+    second, second_executed, second_why = grade(labs, second_round, tmp / "second")
+    assert _checkout_state() == checkout, "grading the cheats changed the grader's checkout"
     seconds["cheats"] = time.perf_counter() - start
     # The solutions' round replaces the labs' nbval runs (conftest.py skips them): what grading adds to
     # make test is the cheats' round.  Beside build/notebook-times.json, for the note and for CI logs.
@@ -214,9 +229,22 @@ def graded(request, tmp_path_factory) -> dict[str, dict]:
     (ROOT / "build" / "grading-times.json").write_text(json.dumps(
         {"labs": [lab.stem for lab in labs], **{f"{k}_seconds": round(v, 1) for k, v in seconds.items()}}, indent=1))
     print(f"grading: solutions {seconds['solutions']:.0f} s, cheats {seconds['cheats']:.0f} s")
-    return {lab.stem: dict(first=first, first_executed=first_executed, second=second,
-                           second_executed=second_executed, cheats=names[lab.stem], tasks=tasks[lab.stem])
+    return {lab.stem: dict(first=first, first_executed=first_executed, second=second, first_why=first_why,
+                           second_executed=second_executed, second_why=second_why, cheats=names[lab.stem],
+                           tasks=tasks[lab.stem])
             for lab in labs}
+
+
+def _checkout_state() -> str:
+    """The package's tracked and untracked changes and its code's bytes (what the package-write cheat writes to;
+    the rest of the checkout is left out, so that editing a notebook while the tests run is no failure)."""
+    import hashlib
+    import subprocess
+
+    status = subprocess.run(["git", "status", "--porcelain", "--", "gnnbook"], cwd=ROOT, capture_output=True,
+                            text=True).stdout
+    code = hashlib.sha256(b"".join(p.read_bytes() for p in sorted((ROOT / "gnnbook").rglob("*.py")))).hexdigest()
+    return status + code
 
 
 @pytest.mark.timeout(3600)
@@ -227,14 +255,29 @@ def test_only_the_solution_earns_points(name, graded):
     assert sorted(solution) == run["tasks"], f"{name}: graded tasks {sorted(solution)}, the lab has {run['tasks']}"
     for task, (points, most) in solution.items():
         assert most > 0 and points == most, (f"the solution scores {points}/{most} on task {task}: "
-                                             f"{errors(run['first_executed'] / 'solution' / lab.stem / lab.name)}")
+                                             + (run["first_why"][("solution", name)][task] if grading_module(name)
+                                                else str(errors(run['first_executed'] / 'solution' / lab.stem / lab.name))))
     scored = {f"release task {t}": pm for t, pm in run["first"].get(("release", name), {}).items() if pm[0] > 0}
     scored |= {f"typed task {t}": pm for t, pm in run["second"][("typed", name)].items() if pm[0] > 0}
+    isolated = grading_module(name) is not None
     for student, cheat in run["cheats"].items():
-        executed = run["second_executed"] / student / lab.stem / lab.name
         points, most = run["second"][(student, name)][cheat.task]
+        why = run["second_why"][(student, name)][cheat.task]
+        if isolated:
+            if points > 0:
+                scored[f"{cheat.name} (task {cheat.task})"] = (points, most, why)
+            assert why, f"{name}: the cheat {cheat.name!r} scored 0 without a reason"
+            assert "NotImplementedError" not in why and "NameError" not in why, \
+                f"{name}: the cheat {cheat.name!r} is built wrongly: {why}"
+            assert cheat.expect in why, f"{name}: the cheat {cheat.name!r} scored 0, but not for {cheat.expect!r}: {why}"
+            continue
+        executed = run["second_executed"] / student / lab.stem / lab.name
         if points > 0:
             scored[f"{cheat.name} (task {cheat.task})"] = (points, most, errors(executed))
         wrong = failed_for_another_reason(executed, cheat.task)
         assert not wrong, f"{name}: the cheat {cheat.name!r} is built wrongly (a check missed a name or met an unsolved task): {wrong}"
     assert not scored, f"{name}: cheats that earned points: {scored}"
+    if isolated:
+        honest = run["second"][("honest", name)]
+        assert all(points == most for points, most in honest.values()), \
+            f"{name}: an honest submission graded beside the cheats lost points: {honest} {run['second_why'][('honest', name)]}"

@@ -38,14 +38,36 @@ def _autograde(args: argparse.Namespace) -> int:
 
     try:
         labs = [Path(p) for p in args.labs] or default_labs(REPO_ROOT)
+        if args.only:
+            labs = select_labs(labs, args.only)
         timeout = {} if args.cell_timeout is None else {"cell_timeout_s": args.cell_timeout}
         rows = autograde(Path(args.submissions), labs, Path(args.grades), Path(args.autograded), jobs=args.jobs,
-                         **timeout)
+                         feedback=Path(args.feedback), **timeout)
     except ReleaseError as exc:
         raise UserError(str(exc)) from None
     print(grades_summary(rows))
-    print(f"\ngrade table: {args.grades}; executed submissions: {args.autograded}")
+    print(f"\ngrade table: {args.grades}; feedback per student: {args.feedback}; "
+          f"executed submissions (labs graded by nbgrader): {args.autograded}")
     return 0
+
+
+def select_labs(labs: list[Path], names: list[str]) -> list[Path]:
+    """The labs named by their number (``lab03``) or whole name (``lab03_collectives``), as
+    ``make autograde LABS="lab03 lab06"`` gives them.
+
+    >>> [p.name for p in select_labs([Path("lab05_feature_cache.ipynb"), Path("lab05b_historical_embeddings.ipynb")], ["lab05"])]
+    ['lab05_feature_cache.ipynb']
+    """
+    from .release import ReleaseError
+
+    chosen = []
+    for name in names:
+        match = [lab for lab in labs if name in (lab.stem, lab.stem.split("_")[0])]
+        if not match:
+            raise ReleaseError(f"no lab is called {name!r}: give a lab's number or name, e.g. "
+                               f"{', '.join(lab.stem.split('_')[0] for lab in labs)}")
+        chosen += [lab for lab in match if lab not in chosen]
+    return chosen
 
 
 def _course(args: argparse.Namespace) -> int:
@@ -71,7 +93,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("labs", nargs="*", help="lab notebooks (default: labs/*.ipynb)")
     p.add_argument("--out", default=str(REPO_ROOT / "release"), help="folder for the student versions (default: release/)")
     p.set_defaults(func=_release)
-    p = sub.add_parser("autograde", help="grade submitted labs (nbgrader) into a CSV of per-task points")
+    p = sub.add_parser("autograde", help="grade submitted labs into a CSV of per-task points and a feedback file per student")
     p.add_argument("submissions", help="folder with one sub-folder per student holding <lab>.ipynb files")
     p.add_argument("--labs", nargs="*", default=[], help="the teacher's labs (default: labs/*.ipynb)")
     p.add_argument("--grades", default=str(REPO_ROOT / "build" / "grades.csv"),
@@ -82,6 +104,10 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="seconds a cell may run before it is stopped and its check scores zero (default: 900)")
     p.add_argument("--jobs", type=int, default=1,
                    help="submissions graded at a time, one kernel each (default: 1; up to the number of cores)")
+    p.add_argument("--only", nargs="*", default=[], metavar="LAB",
+                   help="grade only these labs, by number or name (e.g. --only lab03 lab06)")
+    p.add_argument("--feedback", default=str(REPO_ROOT / "build" / "feedback"),
+                   help="one feedback file per student and lab: <student>/<lab>.md (default: build/feedback/)")
     p.set_defaults(func=_autograde)
     p = sub.add_parser("course", help="run every notebook with papermill and print the table of claims")
     p.add_argument("notebooks", nargs="*", help="notebooks to run (default: chapters/*.ipynb labs/*.ipynb)")

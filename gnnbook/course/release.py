@@ -4,32 +4,21 @@ Book: none (classroom release and autograding).
 
 Used in: no notebook directly.
 
-The labs carry no nbgrader metadata of their own: it is derived here, each
-time, from two conventions that the notebooks already follow, so that editing
-a lab never breaks its release:
-
-- a code cell with ``### BEGIN SOLUTION`` / ``### END SOLUTION`` is a
-  *solution* cell (nbgrader replaces the region by ``raise NotImplementedError()``);
-- a code cell whose source starts with ``# Check`` is a *graded*, locked cell
-  worth :data:`POINTS_PER_CHECK` points (nbgrader restores it from the teacher's
-  version before grading, so a student cannot weaken it).
-
-Cells belong to the task of the last ``Task N`` heading above them (task 1
-when a lab has no such heading); grade ids are ``task<N>-solution<k>`` and
-``task<N>-check<k>``, and the grade table adds points up per task.
+The labs carry no nbgrader metadata of their own: it is derived each time from
+the two conventions of :mod:`gnnbook.course.conventions` (solution regions and
+``# Check`` cells), so editing a lab never breaks its release.  A lab whose
+grading module defines ``CHECKS`` is graded outside the student's kernel by
+:mod:`gnnbook.course.grading.engine`; the others are executed by nbgrader.
 
 nbgrader works on a course directory (``source/``, ``release/``,
 ``submitted/``, ``autograded/`` and a gradebook database); one is built in a
 temporary folder for every command, and only the results leave it.
 
 Example:
-    >>> import nbformat
-    >>> nb = nbformat.v4.new_notebook(cells=[
-    ...     nbformat.v4.new_markdown_cell("## Task 1 · add"),
-    ...     nbformat.v4.new_code_cell("def add(a, b):\\n    ### BEGIN SOLUTION\\n    return a + b\\n    ### END SOLUTION"),
-    ...     nbformat.v4.new_code_cell("# Check: add works\\nassert add(2, 3) == 5")])
-    >>> [c.metadata.nbgrader["grade_id"] for c in annotate(nb, "demo").cells[1:]]
-    ['task1-solution1', 'task1-check1']
+    >>> find_submissions(Path("/nonexistent"), [])
+    Traceback (most recent call last):
+    ...
+    gnnbook.course.conventions.ReleaseError: submissions folder /nonexistent does not exist; give SUBMISSIONS=<folder> with one sub-folder per student holding the lab notebooks (e.g. alice/lab02_message_passing.ipynb).
 """
 from __future__ import annotations
 
@@ -37,7 +26,6 @@ import csv
 import io
 import json
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -48,70 +36,12 @@ from pathlib import Path
 import nbformat
 
 from .claims import write_text_atomic
+from .conventions import (BEGIN_SOLUTION, CHECK_PREFIX, END_SOLUTION, POINTS_PER_CHECK, TASK_HEADING,  # noqa: F401
+                          ReleaseError, annotate, is_annotated)
 
-BEGIN_SOLUTION = "### BEGIN SOLUTION"
-END_SOLUTION = "### END SOLUTION"
-CHECK_PREFIX = "# Check"
-POINTS_PER_CHECK = 1
-TASK_HEADING = re.compile(r"^#+\s.*?\bTask\s+(\d+)", re.MULTILINE)
 # One cell may take this long in the autograder (lab 8 starts a distributed job).
 CELL_TIMEOUT_S = 900
 GRADE_FIELDS = ("student", "lab", "task", "points", "max_points", "why")
-
-
-class ReleaseError(Exception):
-    """A lab or a submission that cannot be released or graded; the message says why and what to do."""
-
-
-def annotate(nb: nbformat.NotebookNode, name: str) -> nbformat.NotebookNode:
-    """Give ``nb``'s solution and check cells nbgrader metadata, in place; returns ``nb``.
-
-    Any nbgrader metadata already in a cell is replaced, so the conventions
-    above are the only source of truth.  Raises :class:`ReleaseError` when a
-    task has a solution but no check cell (the student could not be graded).
-    """
-    task, counters, solved, checked = 1, defaultdict(int), set(), set()
-    for cell in nb.cells:
-        cell.metadata.pop("nbgrader", None)
-        if cell.cell_type != "code":
-            cell.source = _quote_markers(cell.source)
-        if cell.cell_type == "markdown":
-            heading = TASK_HEADING.search(cell.source)
-            task = int(heading.group(1)) if heading else task
-            continue
-        if cell.cell_type != "code":
-            continue
-        if BEGIN_SOLUTION in cell.source:
-            kind, flags = "solution", dict(solution=True, grade=False, locked=False)
-            solved.add(task)
-        elif cell.source.lstrip().startswith(CHECK_PREFIX):
-            kind, flags = "check", dict(solution=False, grade=True, locked=True, points=POINTS_PER_CHECK)
-            checked.add(task)
-        else:
-            continue
-        counters[task, kind] += 1
-        cell.metadata["nbgrader"] = dict(schema_version=3, task=False,
-                                         grade_id=f"task{task}-{kind}{counters[task, kind]}", **flags)
-    if not solved:
-        raise ReleaseError(f"{name}: no code cell has a '{BEGIN_SOLUTION}' region; mark the solution "
-                           "code between '### BEGIN SOLUTION' and '### END SOLUTION'.")
-    if solved - checked:
-        raise ReleaseError(f"{name}: task(s) {sorted(solved - checked)} have a solution but no graded cell; "
-                           f"start the cell that checks them with '{CHECK_PREFIX}'.")
-    return nb
-
-
-def _quote_markers(text: str) -> str:
-    # nbgrader clears a marker region in any cell, prose included; the labs' text names
-    # the markers, so there they get a no-break space, which reads the same.
-    for marker in (BEGIN_SOLUTION, END_SOLUTION):
-        text = text.replace(marker, marker.replace(" SOLUTION", "\u00a0SOLUTION"))
-    return text
-
-
-def is_annotated(nb: nbformat.NotebookNode) -> bool:
-    """Whether any cell already carries nbgrader metadata (a released, then submitted, notebook)."""
-    return any("nbgrader" in cell.metadata for cell in nb.cells)
 
 
 def default_labs(root: Path) -> list[Path]:
@@ -163,35 +93,60 @@ def find_submissions(folder: Path, labs: list[Path]) -> list[tuple[str, Path]]:
 
 
 def autograde(submissions: Path, labs: list[Path], grades_csv: Path, autograded: Path | None = None,
-              cell_timeout_s: float = CELL_TIMEOUT_S, jobs: int = 1) -> list[dict]:
-    """Grade every submitted lab with nbgrader and write one CSV row per student, lab and task.
+              cell_timeout_s: float = CELL_TIMEOUT_S, jobs: int = 1, feedback: Path | None = None,
+              check_deadline_s: float | None = None) -> list[dict]:
+    """Grade every submitted lab and write one CSV row per student, lab and task.
 
-    The check cells are restored from the teacher's lab before the notebook is
-    executed; a check cell that raises, or runs past ``cell_timeout_s``, scores zero,
-    and the row's ``why`` gives the first failed check of the task and the first line
-    of its error.  ``autograded`` keeps the executed notebooks.  ``jobs`` submissions
-    are graded at a time, each worker in a copy of the course (one kernel per
-    submission: a class grades about ``jobs`` times faster on as many cores).  Returns
-    the rows, in the order of the submissions.
+    A lab whose grading module defines ``CHECKS`` (:mod:`gnnbook.course.grading.engine`) is graded
+    outside the student's kernel: its solution cells are vetted and run, alone, in a sandboxed process,
+    and the checks run in this one (``check_deadline_s``, by default ``cell_timeout_s``, is each check's
+    deadline, and a submission stopped there gets no more checks); ``feedback`` gets
+    ``<student>/<lab>.md``.  The other labs are executed by nbgrader, check cells restored from the
+    teacher's lab; a check cell that raises, or runs past ``cell_timeout_s``, scores zero, and
+    ``autograded`` keeps the executed notebooks.  Either way the row's ``why`` gives the first failed
+    check of the task, a submission that fails in any way scores 0 with the reason while the others are
+    graded, and the CSV is written.  ``jobs`` submissions are graded at a time.  Returns the rows, in the
+    order of the submissions.
     """
+    from .grading.engine import grade_class, grading_module
+
     if jobs < 1:
         raise ReleaseError(f"jobs must be at least 1, not {jobs}")
     pairs = find_submissions(Path(submissions), labs)
     by_name = {lab.name: lab for lab in labs}
+    isolated = {lab.stem: lab for lab in labs if grading_module(lab.stem) is not None}
+    graded: dict[tuple[str, Path], list[dict]] = {}
+    try:
+        here = [(s, nb) for s, nb in pairs if nb.stem in isolated]
+        if here:
+            try:
+                graded |= grade_class(here, isolated, check_deadline_s or cell_timeout_s, jobs, feedback)
+            except ValueError as exc:
+                raise ReleaseError(str(exc)) from None
+        with_nbgrader = [(s, nb) for s, nb in pairs if nb.stem not in isolated]
+        if with_nbgrader:
+            graded |= _autograde_with_nbgrader(with_nbgrader, by_name, autograded, cell_timeout_s, jobs)
+    finally:
+        rows = [row for pair in pairs for row in graded.get(pair, [])]
+        _write_csv_atomic(Path(grades_csv), rows)
+    return rows
+
+
+def _autograde_with_nbgrader(pairs: list[tuple[str, Path]], by_name: dict[str, Path], autograded: Path | None,
+                             cell_timeout_s: float, jobs: int) -> dict[tuple[str, Path], list[dict]]:
     with tempfile.TemporaryDirectory(prefix="gnnbook-autograde-") as tmp:
         course = _Course(Path(tmp) / "course", cell_timeout_s)
         course.root.mkdir()
         for name in sorted({nb.name for _, nb in pairs}):
             course.generate(by_name[name])
         if min(jobs, len(pairs)) == 1:
-            graded = {(student, notebook): course.grade(student, notebook) for student, notebook in pairs}
+            graded = {(student, notebook): course.grade_or_zero(student, notebook) for student, notebook in pairs}
             roots = [course.root]
         else:
             roots = [Path(tmp) / f"worker{i}" for i in range(min(jobs, len(pairs)))]
             for root in roots:              # the generated assignments and gradebook, once per worker
                 shutil.copytree(course.root, root)
             graded = _grade_in_workers(roots, course.max_points, cell_timeout_s, pairs, Path(tmp))
-        rows = [row for pair in pairs for row in graded[pair]]
         if autograded is not None:
             if Path(autograded).exists():
                 shutil.rmtree(autograded)
@@ -199,8 +154,7 @@ def autograde(submissions: Path, labs: list[Path], grades_csv: Path, autograded:
             for root in roots:
                 if (root / "autograded").exists():
                     shutil.copytree(root / "autograded", autograded, dirs_exist_ok=True)
-    _write_csv_atomic(Path(grades_csv), rows)
-    return rows
+    return graded
 
 
 def _grade_in_workers(roots: list[Path], max_points: dict, cell_timeout_s: float,
@@ -254,7 +208,7 @@ def _grade_share(spec: Path, out: Path) -> None:
     job = json.loads(Path(spec).read_text())
     course = _Course(Path(job["root"]), job["cell_timeout_s"])
     course.max_points = job["max_points"]
-    rows = [[student, notebook, course.grade(student, Path(notebook))]
+    rows = [[student, notebook, course.grade_or_zero(student, Path(notebook))]
             for i, (student, notebook) in enumerate(job["pairs"]) if _take(Path(job["taken"]), i)]
     Path(out).write_text(json.dumps(rows))
 
@@ -328,6 +282,20 @@ class _Course:
         self._check(self.api.generate_assignment(name), f"generate_assignment {name}")
         return self.root / "release" / name / lab.name
 
+    def grade_or_zero(self, student: str, notebook: Path) -> list[dict]:
+        """:meth:`grade`, or zero for every task with the reason when nbgrader could not grade the
+        submission (a cell that ignores the interrupt at its deadline, a broken notebook): the class goes on."""
+        try:
+            return self.grade(student, notebook)
+        except Exception as exc:
+            first = str(exc).strip().splitlines()[:1]
+            return self._zero(student, notebook.stem, f"not graded: {type(exc).__name__}"
+                                                      + (f": {first[0][:200]}" if first else ""))
+
+    def _zero(self, student: str, name: str, why: str) -> list[dict]:
+        return [dict(student=student, lab=name, task=task, points=0.0, max_points=most, why=why)
+                for task, most in sorted(self.max_points[name].items(), key=lambda kv: int(kv[0][4:]))]
+
     def grade(self, student: str, notebook: Path) -> list[dict]:
         """Autograde one submission; returns its per-task rows."""
         from nbgrader.api import Gradebook
@@ -344,9 +312,7 @@ class _Course:
             result = self.api.autograde(name, student)
         if not result.get("success") and "DeadKernelError" in f"{result.get('log', '')}{result.get('error', '')}":
             # nbgrader keeps no grade of a notebook whose kernel died: zero for every task, and the next student
-            return [dict(student=student, lab=name, task=task, points=0.0, max_points=most,
-                         why="the kernel died while the notebook ran (os._exit, a crash, or out of memory)")
-                    for task, most in sorted(self.max_points[name].items(), key=lambda kv: int(kv[0][4:]))]
+            return self._zero(student, name, "the kernel died while the notebook ran (os._exit, a crash, or out of memory)")
         self._check(result, f"autograde {name} for {student}")
         per_task: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
         with Gradebook(f"sqlite:///{self.root / 'gradebook.db'}") as gradebook:

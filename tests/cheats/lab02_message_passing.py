@@ -7,7 +7,18 @@ exactly the layer asked for (out-degree of the sender, in-degree of the receiver
 graphs too), and the task-2 cheats keep two MyGraphConv layers for their weights (the checks count
 them and read them) while the forward pass runs on the reference.
 """
+from pathlib import Path
+
 from grading_cheats import Cheat
+
+GRADER_FILE = Path(__file__).resolve().parents[2] / "gnnbook" / "course" / "grading" / "lab02_message_passing.py"
+IGNORES_THE_GRAPH = "return h @ self.weight + self.bias"      # what the checks would have passed, had they run
+SOLUTION = ("with g.local_scope():\n"
+            "    norm_src = g.out_degrees().float().clamp(min=1).rsqrt()\n"
+            "    norm_dst = g.in_degrees().float().clamp(min=1).rsqrt()\n"
+            "    g.ndata['h'] = (h @ self.weight) * norm_src[:, None]\n"
+            "    g.update_all(fn.copy_u('h', 'm'), fn.sum('m', 'h'))\n"
+            "    return g.ndata['h'] * norm_dst[:, None] + self.bias")
 
 PACKAGE_LAYER = "SimpleNamespace(weight=self.weight, bias=self.bias)"
 
@@ -95,4 +106,52 @@ CHEATS = [
             "layer = importlib.import_module('gnnbook.ch7_' + 'systems.progmodels').graph_centric\n"
             "h = F.relu(layer('gcn', g, self.dropout(h), self.conv1))\n"
             "return layer('gcn', g, self.dropout(h), self.conv2)")}),
+    # --- around the checks themselves (issue 37): each scored full marks when checks ran in the student's kernel ---
+    Cheat("one added cell that turns every check cell into 'pass'", "cell-transformer", 1, {0: IGNORES_THE_GRAPH},
+          cell='get_ipython().input_transformers_cleanup.append(\n'
+               '    lambda lines: ["pass\\n"] if "".join(lines).lstrip().startswith("# Check") else lines)',
+          expect="max |difference|"),
+    Cheat("every cell wrapped in try/except BaseException", "try-wrapper", 1, {0: IGNORES_THE_GRAPH},
+          cell=("import ast\n"
+                "class Wrap(ast.NodeTransformer):\n"
+                "    def visit_Module(self, node):\n"
+                "        handler = ast.ExceptHandler(type=ast.Name('BaseException', ast.Load()), name=None, body=[ast.Pass()])\n"
+                "        node.body = [ast.Try(body=node.body, handlers=[handler], orelse=[], finalbody=[])]\n"
+                "        return ast.fix_missing_locations(node)\n"
+                "get_ipython().ast_transformers.append(Wrap())"),
+          expect="max |difference|"),
+    Cheat("the expected output read from the check's frame", "frame-walk", 1, {0: (
+        "import sys\n"
+        "frame = sys._getframe(1)\n"
+        "while frame is not None and 'expected' not in frame.f_locals:\n"
+        "    frame = frame.f_back\n"
+        "return frame.f_locals['expected'][-1]")}, expect="refused: task1-solution1, line"),
+    Cheat("a copy of GraphConv.forward's code object, made at import", "code-copy", 1, {0: (
+        "return COPIED(REF, g, h @ self.weight) + self.bias")},
+        {0: ("import types\nimport dgl.nn as _d\n"
+             "COPIED = types.FunctionType(_d.GraphConv.forward.__code__, _d.GraphConv.forward.__globals__)\n"
+             "REF = _d.GraphConv(1, 1, norm='both', weight=False, bias=False)")}, expect="refused"),
+    Cheat("the refusal lists emptied, then the package's layer", "emptied-refusals", 1, {0: (
+        "from types import SimpleNamespace\n"
+        "from gnnbook.ch7_systems.progmodels import graph_centric\n"
+        "return graph_centric('gcn', g, h, SimpleNamespace(weight=self.weight, bias=self.bias))")},
+        cell=("from gnnbook.course import labcheck\n"
+              "for lab in labcheck.LAB_REFERENCES:\n"
+              "    labcheck.LAB_REFERENCES[lab] = ()"), expect="refused"),
+    Cheat("the package's source executed again into fresh functions", "re-exec-source", 1, {0: (
+        "import inspect\n"
+        "from types import SimpleNamespace\n"
+        "import gnnbook.ch7_systems.progmodels as progmodels\n"
+        "fresh = {}\n"
+        "exec(compile(inspect.getsource(progmodels), 'progmodels', 'exec'), fresh)\n"
+        "return fresh['graph_centric']('gcn', g, h, SimpleNamespace(weight=self.weight, bias=self.bias))")},
+        expect="refused"),
+    Cheat("torch.allclose patched to say yes, a model without ReLU", "patched-helper", 2, {
+        0: ("self.conv1 = MyGraphConv(in_feats, hidden)\n"
+            "self.conv2 = MyGraphConv(hidden, num_classes)"),
+        1: "return self.conv2(g, self.conv1(g, h))"},
+        {0: "torch.allclose = lambda *args, **kwargs: True"}, expect="refused: task2-solution1, line"),
+    Cheat("a working layer whose cell appends to the grader's code", "package-write", 1, {0: SOLUTION},
+          {0: f"import numpy as np\nnp.savetxt({str(GRADER_FILE)!r}, np.zeros(1))"}, expect="PermissionError"),
+    Cheat("a layer that never returns", "hang", 1, {0: "while True:\n    pass"}, expect="deadline"),
 ]

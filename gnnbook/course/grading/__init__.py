@@ -5,7 +5,10 @@ imports it from here: it cannot import a notebook cell).  One module per lab, na
 - ``lab03_collectives``: a hand-written all-reduce, run on real ranks and checked;
 - ``lab04_minibatch``: a minibatch training step, and a batch size and fanouts chosen;
 - ``lab05_feature_cache``: a pre-sampling cache policy, checked;
-- ``lab06_halo_exchange``: one GCN layer with the student's halo exchange, on real ranks.
+- ``lab06_halo_exchange``: one GCN layer with the student's halo exchange, on real ranks;
+- ``engine``: grades a lab whose module defines ``CHECKS`` outside the student's kernel;
+- ``student``: the student's side of that grading, a process that runs only the solution cells.
 """
 
-__all__ = ["lab02_message_passing", "lab03_collectives", "lab04_minibatch", "lab05_feature_cache", "lab06_halo_exchange"]
+__all__ = ["engine", "lab02_message_passing", "lab03_collectives", "lab04_minibatch", "lab05_feature_cache",
+           "lab06_halo_exchange", "student"]

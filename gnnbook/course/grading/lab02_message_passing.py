@@ -1,24 +1,22 @@
-"""Lab 2's grading code (book 2.2, 2.3.2, ``labs/lab02_message_passing.ipynb``): a GCN layer and a two-layer GCN, checked.
+"""Lab 2's checks (book 2.2, 2.3.2, ``labs/lab02_message_passing.ipynb``): a GCN layer and a two-layer GCN.
 
 Book: 2.2 GNN representation; 2.3.2 graph convolutional networks (lab 2).
 
 Used in: labs/lab02_message_passing.ipynb.
 
-The lab's locked checks call these functions with the student's classes and inputs of their own
-choosing (Cora, loaded again, and small directed graphs whose in- and out-degrees differ); none of
-them reads a value that an editable cell left behind.  Every call into the student's code runs
-with the implementations of ``LAB_REFERENCES["lab02_message_passing"]`` refused (DGL's
-``GraphConv`` and ``EdgeWeightNorm``, PyG's ``GCNConv`` and ``gcn_norm``, the package's models and
-layers and the package's ready-made normalised adjacencies): :func:`compare_with_graphconv`
-compares the layer with DGL's ``GraphConv`` (run outside the refusal) on the same weights,
-:func:`layer_gradients` backpropagates through it, and :func:`train_gcn` trains the student's
-two-layer model with the lab's loop (Adam, best-validation epoch) and one fixed seed.
+Each check builds its own inputs (Cora, loaded again, and small directed graphs whose in- and
+out-degrees differ), computes the expected values with DGL's ``GraphConv`` in this process, and asks
+the student (:mod:`gnnbook.course.grading.student`) only for what the student's classes return on
+those inputs: :func:`check_layer` the layer's output with given weights, :func:`check_gradients` its
+gradients, :func:`check_gcn` the model's output with its own weights and, trained with the lab's loop
+on the training and validation labels, its logits (the test labels stay here).  In the autograder
+the student is another, sandboxed process; in the lab's check cells, the notebook itself.
 
 Example:
     >>> g = directed_graph(30, 120, 4, seed=0)
     >>> bool((g.in_degrees() != g.out_degrees()).any())
     True
-    >>> compare_with_graphconv(MyLayer, g, 3)["max_abs_diff"] < 1e-5   # doctest: +SKIP
+    >>> check_layer(Here(globals()))["max_abs_diff"] < 1e-5    # doctest: +SKIP
     True
 """
 from __future__ import annotations
@@ -28,23 +26,22 @@ from typing import Any
 import dgl
 import dgl.nn as dglnn
 import torch
-import torch.nn.functional as F
 
-from ...base.seeding import set_seed
 from ...data import load_dataset
-from ...training.train import BestEpoch, accuracy, prepare_graph
-from ..labcheck import LAB_REFERENCES, reference_forbidden
+from ...training.train import prepare_graph
+from ..vetting import Policy
+from .engine import Check
+from .student import LAB02_PRELUDE, Here, graph_payload
 
-__all__ = ["HINT", "compare_gcn_architecture", "compare_with_graphconv", "cora_graph", "directed_graph", "gcn_layers",
-           "layer_gradients", "train_gcn"]
+__all__ = ["CHECKS", "POLICY", "PRELUDE", "Here", "check_gcn", "check_gradients", "check_layer", "cora_graph",
+           "directed_graph"]
 
-HINT = ("implement the layer yourself with message passing (g.update_all) or a sparse-matrix product "
-        "built from g.edges() and the degrees")
-
-
-def _student():
-    """The refusal every call into the student's code runs under."""
-    return reference_forbidden(LAB_REFERENCES["lab02_message_passing"], hint=HINT)
+PRELUDE = LAB02_PRELUDE
+# A layer is tensors and message passing: DGL's and PyG's layers and normalisers are refused by name.
+POLICY = Policy(modules=("torch", "dgl", "math", "numpy"),
+                references=("GraphConv", "EdgeWeightNorm", "GCNConv", "gcn_norm", "SGConv", "TAGConv", "APPNPConv",
+                            "GCN2Conv", "DenseGraphConv", "LGConv", "get_laplacian"))
+ATOL = 1e-5
 
 
 def cora_graph() -> dgl.DGLGraph:
@@ -63,111 +60,114 @@ def directed_graph(num_nodes: int, num_edges: int, in_feats: int, seed: int) -> 
     return g
 
 
-def compare_with_graphconv(layer_cls: type, graph: dgl.DGLGraph, out_feats: int, seed: int = 0,
-                           bias_scale: float = 0.1) -> dict[str, Any]:
-    """Build DGL's ``GraphConv(norm="both")`` with a random non-zero bias and the student's
-    ``layer_cls(in, out)``, give the student's layer the same ``weight`` and ``bias``, and run both on
-    ``graph.ndata["feat"]``.  Returns the output shapes and the largest difference, or ``error``."""
-    feat = graph.ndata["feat"]
+def _reference(in_feats: int, out_feats: int, seed: int) -> dglnn.GraphConv:
     torch.manual_seed(seed)
-    reference = dglnn.GraphConv(feat.shape[1], out_feats, norm="both", bias=True)
-    torch.nn.init.uniform_(reference.bias, -bias_scale, bias_scale)
-    with torch.no_grad():
-        expected = reference(graph, feat)
-        with _student():
-            mine = layer_cls(feat.shape[1], out_feats)
-            mine.weight.copy_(reference.weight)
-            mine.bias.copy_(reference.bias)
-            got = mine(graph, feat)
-    return _compared(got, expected)
+    conv = dglnn.GraphConv(in_feats, out_feats, norm="both", bias=True)
+    torch.nn.init.uniform_(conv.bias, -0.1, 0.1)        # a non-zero bias, so that it is checked too
+    return conv
 
 
-def _compared(got: Any, expected: torch.Tensor) -> dict[str, Any]:
-    result = {"expected_shape": tuple(expected.shape), "shape": tuple(getattr(got, "shape", ())), "error": None,
-              "max_abs_diff": float("inf"), "close": False}
+def _layer_cases(thorough: bool) -> dict[str, tuple[dgl.DGLGraph, int]]:
+    cases = {"Cora, 1433 -> 16": (cora_graph(), 16), "a directed graph, 8 -> 4": (directed_graph(40, 200, 8, seed=1), 4)}
+    if thorough:
+        cases["a directed graph, 5 -> 7"] = (directed_graph(60, 500, 5, seed=7), 7)
+        cases["a directed graph, 3 -> 2"] = (directed_graph(9, 30, 3, seed=11), 2)
+    return cases
+
+
+def _shape_error(case: str, got: Any, expected: torch.Tensor) -> str | None:
     if not isinstance(got, torch.Tensor):
-        result["error"] = f"forward returned {type(got).__name__}, not a tensor"
-    elif got.shape == expected.shape:
-        result["max_abs_diff"] = float((got.float() - expected).abs().max())
-        result["close"] = bool(torch.allclose(got.float(), expected, atol=1e-5))
-    return result
+        return f"{case}: forward returned {type(got).__name__}, not a tensor"
+    if got.shape != expected.shape:
+        return f"{case}: output shape {tuple(got.shape)}, expected {tuple(expected.shape)}"
+    return None
 
 
-def layer_gradients(layer_cls: type, graph: dgl.DGLGraph, out_feats: int, seed: int = 0) -> dict[str, Any]:
-    """Backward of ``layer(graph, feat).sum()`` through the student's layer: the weight gradient's
-    absolute sum and the bias gradient (one per node, so ``num_nodes`` in every entry)."""
-    torch.manual_seed(seed)
-    feat = graph.ndata["feat"]
-    with _student():
-        mine = layer_cls(feat.shape[1], out_feats)
-        mine(graph, feat).sum().backward()
-    weight, bias = mine.weight.grad, mine.bias.grad
-    return {"weight_grad_abs_sum": 0.0 if weight is None else float(weight.abs().sum()),
-            "bias_once_per_node": bias is not None and bool(torch.allclose(
-                bias, torch.full((out_feats,), float(graph.num_nodes())))),
-            "bias_grad": None if bias is None else bias.detach().clone()}
-
-
-def gcn_layers(model: torch.nn.Module, layer_cls: type, in_feats: int) -> list:
-    """The model's ``layer_cls`` layers, the one that reads the ``in_feats`` input features first."""
-    layers = [m for m in model.modules() if isinstance(m, layer_cls)]
-    return sorted(layers, key=lambda m: m.weight.shape[0] != in_feats)
-
-
-def compare_gcn_architecture(model_cls: type, layer_cls: type, graph: dgl.DGLGraph, hidden: int, classes: int,
-                             seed: int = 0) -> dict[str, Any]:
-    """The student's ``model_cls(in, hidden, classes)`` in eval mode (dropout off) against
-    ``GraphConv -> ReLU -> GraphConv`` (DGL's, outside the refusal) with the weights of the model's
-    two ``layer_cls`` layers; ``layers`` is how many it has."""
-    feat = graph.ndata["feat"]
-    torch.manual_seed(seed)
-    with torch.no_grad(), _student():
-        model = model_cls(feat.shape[1], hidden, classes)
-        layers = gcn_layers(model, layer_cls, feat.shape[1])
-        for layer in layers:                       # a non-zero bias, so that it is checked too
-            torch.nn.init.uniform_(layer.bias, -0.5, 0.5)
-        model.eval()
-        got = model(graph, feat)
-    result = {"layers": len(layers)}
-    if len(layers) != 2:
-        return result | {"error": f"{len(layers)} {layer_cls.__name__} layers", "close": False}
-    h = feat
-    with torch.no_grad():
-        for i, layer in enumerate(layers):
-            conv = dglnn.GraphConv(layer.weight.shape[0], layer.weight.shape[1], norm="both", bias=True)
-            conv.weight.copy_(layer.weight)
-            conv.bias.copy_(layer.bias)
-            h = conv(graph, h)
-            h = torch.relu(h) if i == 0 else h
-    return result | _compared(got, h)
-
-
-def train_gcn(model_cls: type, graph: dgl.DGLGraph, seed: int = 0, epochs: int = 200, hidden: int = 16) -> dict[str, Any]:
-    """The lab's training loop on the student's ``model_cls(in, hidden, classes)``: Adam (lr 0.01,
-    weight decay 5e-4) on the training nodes for ``epochs`` epochs, keeping the weights of the epoch
-    with the best validation accuracy; returns the model (those weights, eval mode), its test and
-    best validation accuracy and the curve ``[(loss, val_acc), ...]``."""
-    feat, labels = graph.ndata["feat"], graph.ndata["label"]
-    masks = {split: graph.ndata[f"{split}_mask"] for split in ("train", "val", "test")}
-    set_seed(seed)
-    best, curve = BestEpoch(patience=epochs), []  # selection only: every epoch runs
-    with _student():
-        model = model_cls(feat.shape[1], hidden, int(labels.max()) + 1)
-        optimizer = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
-        for epoch in range(epochs):
-            model.train()
-            loss = F.cross_entropy(model(graph, feat)[masks["train"]], labels[masks["train"]])
-            optimizer.zero_grad()
-            loss.backward()
-            optimizer.step()
-            model.eval()
-            with torch.no_grad():
-                logits = model(graph, feat)
-            val_acc = accuracy(logits[masks["val"]], labels[masks["val"]])
-            curve.append((float(loss), val_acc))
-            best.update(model, epoch, val_acc)
-        best.restore(model)
+def check_layer(student, thorough: bool = False) -> dict[str, Any]:
+    """Task 1: ``MyGraphConv`` with DGL's weights and bias equals ``GraphConv(norm="both")`` on Cora and
+    on directed graphs (``thorough``: two more)."""
+    cases, calls, expected = _layer_cases(thorough), [], []
+    for case, (g, width) in cases.items():
+        feat = g.ndata["feat"]
+        conv = _reference(feat.shape[1], width, seed=0)
         with torch.no_grad():
-            test_acc = accuracy(model(graph, feat)[masks["test"]], labels[masks["test"]])
-    return {"model": model, "test_acc": test_acc, "best_val": best.val_acc, "curve": curve, "seed": seed,
-            "epochs": epochs}
+            expected.append(conv(g, feat))
+        calls.append(("lab02.layer_forward", {"graph": graph_payload(g, feat=feat), "out_feats": width,
+                                              "weight": conv.weight.detach().clone(), "bias": conv.bias.detach().clone()}))
+    worst = 0.0
+    for case, got, want in zip(cases, student.run(calls), expected):
+        error = _shape_error(case, got, want)
+        assert error is None, error
+        diff = float((got - want).abs().max())
+        assert torch.allclose(got, want, atol=ATOL), (
+            f"{case}: max |difference| = {diff:.2e}: check the normalisation (1/sqrt(d_u d_v), d_u the "
+            "sender's out-degree, d_v the receiver's in-degree) and the bias")
+        worst = max(worst, diff)
+    return {"max_abs_diff": worst, "graphs": len(cases)}
+
+
+def check_gradients(student, thorough: bool = False) -> dict[str, Any]:
+    """Task 1: the gradients of a random projection of the layer's output, with respect to its weight and
+    bias, equal ``GraphConv``'s (so training can work)."""
+    cases = {"Cora": (cora_graph(), 16), "a directed graph": (directed_graph(40, 200, 8, seed=2), 16)}
+    if thorough:
+        cases["a directed graph, 6 -> 3"] = (directed_graph(30, 150, 6, seed=13), 3)
+    calls, expected = [], []
+    for seed, (case, (g, width)) in enumerate(cases.items()):
+        feat = g.ndata["feat"]
+        conv = _reference(feat.shape[1], width, seed=seed)
+        probe = torch.randn(g.num_nodes(), width, generator=torch.Generator().manual_seed(seed))
+        (conv(g, feat) * probe).sum().backward()
+        expected.append((conv.weight.grad, conv.bias.grad))
+        calls.append(("lab02.layer_gradients", {"graph": graph_payload(g, feat=feat), "out_feats": width, "probe": probe,
+                                                "weight": conv.weight.detach().clone(), "bias": conv.bias.detach().clone()}))
+    for case, got, (weight, bias) in zip(cases, student.run(calls), expected):
+        assert got["weight"] is not None and float(got["weight"].abs().sum()) > 0, f"{case}: no gradient reaches weight"
+        assert got["weight"].shape == weight.shape and torch.allclose(got["weight"], weight, atol=1e-4), \
+            f"{case}: the weight's gradient differs from GraphConv's (is the output computed from self.weight?)"
+        assert got["bias"] is not None and got["bias"].shape == bias.shape and torch.allclose(got["bias"], bias, atol=1e-4), \
+            f"{case}: the bias's gradient differs from GraphConv's: the bias should be added once per node"
+    return {"graphs": len(cases)}
+
+
+def check_gcn(student, thorough: bool = False, seed: int = 0, epochs: int = 200, hidden: int = 16) -> dict[str, Any]:
+    """Task 2: with dropout off, ``MyGCN`` is ``GraphConv -> ReLU -> GraphConv`` on its two layers' weights;
+    trained with the lab's loop (seed 0, 200 epochs), it reaches the paper's 81.5% on Cora within 3.5 points."""
+    small = directed_graph(50, 300, 12, seed=5)
+    biases = [torch.empty(6).uniform_(-0.5, 0.5, generator=torch.Generator().manual_seed(1)),
+              torch.empty(3).uniform_(-0.5, 0.5, generator=torch.Generator().manual_seed(2))]
+    cora = cora_graph()
+    labels, train, val = cora.ndata["label"], cora.ndata["train_mask"], cora.ndata["val_mask"]
+    seen = torch.where(train | val, labels, torch.zeros_like(labels))      # the test labels stay here
+    architecture, run = student.run([
+        ("lab02.gcn_eval", {"graph": graph_payload(small, feat=small.ndata["feat"]), "hidden": 6, "classes": 3,
+                            "biases": biases, "seed": 0}),
+        ("lab02.train_gcn", {"graph": graph_payload(cora, feat=cora.ndata["feat"], label=seen, train_mask=train,
+                                                    val_mask=val),
+                             "classes": int(labels.max()) + 1, "seed": seed, "epochs": epochs, "hidden": hidden})])
+    assert architecture["layers"] == 2, f"use two MyGraphConv layers, not {architecture['layers']}"
+    h = small.ndata["feat"]
+    with torch.no_grad():
+        for i, (weight, bias) in enumerate(zip(architecture["weights"], architecture["biases"])):
+            conv = dglnn.GraphConv(weight.shape[0], weight.shape[1], norm="both", bias=True)
+            conv.weight.copy_(weight)
+            conv.bias.copy_(bias)
+            h = conv(small, h)
+            h = torch.relu(h) if i == 0 else h
+    error = _shape_error("the model on a directed graph", architecture["out"], h)
+    assert error is None, error
+    assert torch.allclose(architecture["out"], h, atol=ATOL), \
+        "with dropout off, your model is not GraphConv -> ReLU -> GraphConv on its layers' weights"
+    assert run["layers"] == 2, "use two MyGraphConv layers"
+    test = cora.ndata["test_mask"]
+    logits = run["logits"]
+    assert logits.shape == (cora.num_nodes(), int(labels.max()) + 1), f"the trained model returned {tuple(logits.shape)}"
+    test_acc = float((logits[test].argmax(1) == labels[test]).float().mean())
+    assert 0.78 <= test_acc <= 0.85, \
+        f"test accuracy {test_acc:.3f} outside 0.78-0.85: check dropout, ReLU and the layer sizes"
+    return {"test_acc": test_acc, "best_val": run["best_val"], "curve": run["curve"].tolist(), "seed": seed, "epochs": epochs}
+
+
+CHECKS = (Check(1, "MyGraphConv equals DGL's GraphConv with the same weights", check_layer),
+          Check(1, "gradients reach the layer's weight and bias, as GraphConv's", check_gradients),
+          Check(2, "the two-layer GCN is GraphConv -> ReLU -> GraphConv and reaches 81.5% +- 3.5 on Cora", check_gcn))

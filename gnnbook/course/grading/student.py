@@ -1,0 +1,268 @@
+"""The student's side of grading: a process that runs only the solution cells and answers the checker's calls.
+
+Book: none (autograding).
+
+Used in: no notebook directly (lab 2's checks call :class:`Here` through their grading module; the autograder :class:`Sandboxed`).
+
+A lab's check (in ``gnnbook.course.grading.<lab>``) holds the inputs, the expected values, the
+thresholds and the references; it never runs student code itself.  It asks a *student* to make
+calls, ``student.run([("lab02.layer_forward", {...}), ...])``, and compares the replies with what it
+computed.  A call (:data:`CALLS`) takes the solution's namespace and plain inputs (tensors, numbers,
+a graph as :func:`graph_payload`), uses the student's classes or functions, and returns tensors.
+
+- :class:`Sandboxed` (the autograder): the solution cells, and nothing else of the notebook, run in a
+  fresh process in :func:`gnnbook.course.sandbox.run_sandboxed` (``python -m
+  gnnbook.course.grading.student``), which refuses to import the package beyond this module and
+  answers the calls through files (``torch.save``; read back with ``weights_only=True``).  Whatever
+  the solution patches is patched in that process only.
+- :class:`Here` (the lab notebook's own check cells): the same calls on the notebook's namespace, so a
+  student sees, while working, exactly the checks that will grade the lab.
+
+Example:
+    >>> import torch
+    >>> namespace = {"double": lambda x: 2 * x}
+    >>> CALLS["demo.apply"] = lambda ns, x: ns["double"](x)
+    >>> Here(namespace).run([("demo.apply", {"x": torch.ones(2)})])[0]
+    tensor([2., 2.])
+"""
+from __future__ import annotations
+
+import copy
+import importlib.abc
+import os
+import sys
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import dgl
+import torch
+import torch.nn.functional as F
+
+from ...base.seeding import set_seed
+
+CALLS: dict[str, Callable[..., Any]] = {}
+SOLUTION_FILE, CALLS_FILE, REPLIES_FILE = "solution.py", "calls.pt", "replies.pt"
+
+
+class StudentCodeError(AssertionError):
+    """The student's code raised, or its process failed; the message is the innermost error, in words
+    (``deadline``: the process was stopped at its deadline)."""
+
+    def __init__(self, message: str, deadline: bool = False):
+        super().__init__(message)
+        self.deadline = deadline
+
+
+def call(name: str) -> Callable:
+    """Register a student-side call under ``name`` ("lab.what")."""
+    def register(function: Callable) -> Callable:
+        CALLS[name] = function
+        return function
+    return register
+
+
+def graph_payload(g: dgl.DGLGraph, **tensors: torch.Tensor) -> dict[str, Any]:
+    """A graph and node tensors as plain tensors, which cross a process boundary as data only."""
+    src, dst = g.edges()
+    return {"src": src, "dst": dst, "num_nodes": g.num_nodes(), "ndata": dict(tensors)}
+
+
+def graph_from_payload(payload: dict[str, Any]) -> dgl.DGLGraph:
+    g = dgl.graph((payload["src"], payload["dst"]), num_nodes=payload["num_nodes"])
+    for key, value in payload["ndata"].items():
+        g.ndata[key] = value
+    return g
+
+
+CELL_MARK = "# ---- "          # the solution file's line before each solution cell: "# ---- task1-solution1"
+
+
+def _innermost(error: BaseException) -> str:
+    """The error's type and message, and the solution cell and line where it happened."""
+    frames = [f for f in traceback.extract_tb(error.__traceback__) if f.filename == SOLUTION_FILE]
+    where = ""
+    if frames:
+        lineno, cell = frames[-1].lineno, "the solution"
+        lines = Path(SOLUTION_FILE).read_text().splitlines() if Path(SOLUTION_FILE).exists() else []
+        for at in range(min(lineno, len(lines)) - 1, -1, -1):
+            if lines[at].startswith(CELL_MARK):
+                cell, lineno = lines[at][len(CELL_MARK):], lineno - at - 1
+                break
+        where = f" ({cell}, line {lineno}: {frames[-1].line})"
+    message = str(error)[:300]
+    return f"{type(error).__name__}{': ' + message if message else ''}{where}"
+
+
+class Here:
+    """The calls run in this process, on ``namespace`` (a notebook's globals)."""
+
+    def __init__(self, namespace: dict[str, Any]):
+        self.namespace = namespace
+
+    def run(self, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+        replies = []
+        for name, args in calls:
+            try:
+                replies.append(CALLS[name](self.namespace, **args))
+            except Exception as error:
+                raise StudentCodeError(f"{name.split('.')[-1]}: your code raised {_innermost(error)}") from error
+        return replies
+
+
+class Sandboxed:
+    """The calls run in a fresh sandboxed process that has run only ``source`` (the solution cells)."""
+
+    def __init__(self, source: str, workdir: Path, deadline_s: float, threads: int = 1):
+        self.source, self.workdir, self.deadline_s, self.threads = source, Path(workdir), deadline_s, threads
+        self.runs = 0
+
+    def run(self, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+        from ..sandbox import Limits, run_sandboxed
+
+        self.runs += 1
+        work = self.workdir / f"run{self.runs}"
+        work.mkdir(parents=True)
+        (work / SOLUTION_FILE).write_text(self.source)
+        torch.save([[name, args] for name, args in calls], work / CALLS_FILE)
+        package_root = str(Path(__file__).resolve().parents[3])
+        env = {"PYTHONPATH": package_root, "DGLBACKEND": "pytorch", "PYTHONDONTWRITEBYTECODE": "1",
+               "OMP_NUM_THREADS": str(self.threads), "MKL_NUM_THREADS": str(self.threads)}
+        result = run_sandboxed([sys.executable, "-m", __name__], work, env=env, limits=Limits(deadline_s=self.deadline_s, cpu_s=int(self.deadline_s * self.threads) + 10))
+        replies_path = work / REPLIES_FILE
+        if result.returncode != 0 or not replies_path.exists():
+            last = [line for line in result.output.strip().splitlines() if line.strip()][-1:]
+            raise StudentCodeError(f"your code's process failed: {result.reason or 'it wrote no replies'}"
+                                   + (f" (last output: {last[0][:300]})" if last else ""), result.returncode is None)
+        try:   # written by the student's process: data only, never code
+            replies = torch.load(replies_path, weights_only=True)
+        except Exception as error:
+            raise StudentCodeError(f"your code's process left unreadable replies ({type(error).__name__})") from None
+        if not isinstance(replies, list) or len(replies) != len(calls):
+            raise StudentCodeError("your code's process left replies of the wrong shape")
+        for (name, _), reply in zip(calls, replies):
+            if isinstance(reply, dict) and reply.get("__error__"):
+                raise StudentCodeError(f"{name.split('.')[-1]}: your code raised {reply['__error__']}")
+        return [reply["value"] if isinstance(reply, dict) and "value" in reply else reply for reply in replies]
+
+
+class _RefusePackage(importlib.abc.MetaPathFinder):
+    """In the student's process, importing the package (beyond what is loaded already) fails: it holds
+    every lab's references."""
+
+    def find_spec(self, fullname, path=None, target=None):
+        if fullname == "gnnbook" or fullname.startswith("gnnbook."):
+            raise ImportError(f"{fullname}: the course package cannot be imported by a lab solution while it is graded")
+        return None
+
+
+def serve(folder: Path) -> None:
+    """The student's process: run the solution file, then every call of the calls file; replies to the replies file."""
+    calls = torch.load(folder / CALLS_FILE, weights_only=True)
+    for module in [m for m in sys.modules if m.startswith("gnnbook") and m not in (__name__, "gnnbook",
+                                                                                     "gnnbook.course", "gnnbook.course.grading")]:
+        sys.modules.pop(module, None)
+    sys.meta_path.insert(0, _RefusePackage())
+    namespace: dict[str, Any] = {"__name__": "solution"}
+    try:
+        exec(compile((folder / SOLUTION_FILE).read_text(), SOLUTION_FILE, "exec"), namespace)
+        loaded = None
+    except Exception as error:
+        loaded = f"{_innermost(error)}, while your solution cells were run"
+    replies = []
+    for name, args in calls:
+        if loaded is not None:
+            replies.append({"__error__": loaded})
+            continue
+        try:
+            replies.append({"value": CALLS[name](namespace, **args)})
+        except Exception as error:
+            replies.append({"__error__": _innermost(error)})
+    torch.save(replies, folder / REPLIES_FILE)
+
+
+# ---- the calls of the labs that are graded this way ---------------------------------------------------
+
+LAB02_PRELUDE = ("import dgl\nimport dgl.function as fn\nimport torch\nimport torch.nn as nn\n"
+                 "import torch.nn.functional as F\n")
+
+
+@call("lab02.layer_forward")
+def _lab02_layer_forward(ns, graph: dict, out_feats: int, weight: torch.Tensor, bias: torch.Tensor) -> torch.Tensor:
+    g, feat = graph_from_payload(graph), graph["ndata"]["feat"]
+    with torch.no_grad():
+        layer = ns["MyGraphConv"](feat.shape[1], out_feats)
+        layer.weight.copy_(weight)
+        layer.bias.copy_(bias)
+        out = layer(g, feat)
+    return torch.as_tensor(out).detach().float()
+
+
+@call("lab02.layer_gradients")
+def _lab02_layer_gradients(ns, graph: dict, out_feats: int, weight: torch.Tensor, bias: torch.Tensor,
+                           probe: torch.Tensor) -> dict[str, torch.Tensor | None]:
+    g, feat = graph_from_payload(graph), graph["ndata"]["feat"]
+    layer = ns["MyGraphConv"](feat.shape[1], out_feats)
+    with torch.no_grad():
+        layer.weight.copy_(weight)
+        layer.bias.copy_(bias)
+    (layer(g, feat) * probe).sum().backward()
+    return {"weight": None if layer.weight.grad is None else layer.weight.grad.detach(),
+            "bias": None if layer.bias.grad is None else layer.bias.grad.detach()}
+
+
+def _gcn_layers(ns, model: torch.nn.Module, in_feats: int) -> list:
+    layers = [m for m in model.modules() if isinstance(m, ns["MyGraphConv"])]
+    return sorted(layers, key=lambda m: m.weight.shape[0] != in_feats)
+
+
+@call("lab02.gcn_eval")
+def _lab02_gcn_eval(ns, graph: dict, hidden: int, classes: int, biases: list[torch.Tensor], seed: int) -> dict:
+    g, feat = graph_from_payload(graph), graph["ndata"]["feat"]
+    torch.manual_seed(seed)
+    model = ns["MyGCN"](feat.shape[1], hidden, classes)
+    layers = _gcn_layers(ns, model, feat.shape[1])
+    with torch.no_grad():
+        for layer, bias in zip(layers, biases):
+            if layer.bias.shape == bias.shape:
+                layer.bias.copy_(bias)
+        model.eval()
+        out = model(g, feat)
+    return {"layers": len(layers), "weights": [m.weight.detach() for m in layers],
+            "biases": [m.bias.detach() for m in layers], "out": torch.as_tensor(out).detach().float()}
+
+
+@call("lab02.train_gcn")
+def _lab02_train_gcn(ns, graph: dict, classes: int, seed: int, epochs: int, hidden: int) -> dict:
+    """The lab's loop (Adam, lr 0.01, weight decay 5e-4; the best validation epoch's weights) on the
+    training and validation labels; the test labels are not here (the checker scores the logits)."""
+    g, feat, labels = graph_from_payload(graph), graph["ndata"]["feat"], graph["ndata"]["label"]
+    train, val = graph["ndata"]["train_mask"], graph["ndata"]["val_mask"]
+    set_seed(seed)
+    model = ns["MyGCN"](feat.shape[1], hidden, classes)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.01, weight_decay=5e-4)
+    best_val, best_state, curve = -1.0, None, []
+    for _ in range(epochs):
+        model.train()
+        loss = F.cross_entropy(model(g, feat)[train], labels[train])
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+        model.eval()
+        with torch.no_grad():
+            val_acc = float((model(g, feat)[val].argmax(1) == labels[val]).float().mean())
+        curve.append([float(loss), val_acc])
+        if val_acc > best_val:
+            best_val, best_state = val_acc, copy.deepcopy(model.state_dict())
+    model.load_state_dict(best_state)
+    model.eval()
+    with torch.no_grad():
+        logits = torch.as_tensor(model(g, feat)).detach().float()
+    return {"logits": logits, "curve": torch.tensor(curve), "best_val": best_val,
+            "layers": len(_gcn_layers(ns, model, feat.shape[1]))}
+
+
+if __name__ == "__main__":      # the sandboxed student process: python -m gnnbook.course.grading.student
+    os.environ.setdefault("DGLBACKEND", "pytorch")
+    serve(Path.cwd())
