@@ -26,6 +26,7 @@ REFUSED = {
     "code = f.__code__": "the attribute '__code__'",
     "frame = torch._C": "the attribute '_C'",
     "b = __builtins__": "the built-in '__builtins__'",
+    "s = __spec__": "the name '__spec__'",
     "torch.allclose = lambda *a: True": "assignment to 'torch.allclose'",
     "del dgl.function": "assignment to 'dgl.function'",
     "def f():\n    global x": "a global or nonlocal statement",
@@ -47,7 +48,7 @@ def test_what_a_solution_needs_passes():
     assert vet("import torch\nimport dgl.function as fn\nclass L(torch.nn.Module):\n"
                "    def __init__(self):\n        super().__init__()\n        self.w = torch.nn.Parameter(torch.ones(2))\n"
                "    def forward(self, g, h):\n        g.ndata['h'] = h\n        g.update_all(fn.copy_u('h', 'm'), fn.sum('m', 'h'))\n"
-               "        return g.ndata['h'] * math.sqrt(2)\n", POLICY) == []
+               "        return g.ndata['h'] * math.sqrt(2)\nfor _ in range(2):\n    _x = 1\n", POLICY) == []
 
 
 @pytest.mark.parametrize("lab", [lab for lab in default_labs(ROOT) if grading_module(lab.stem) is not None],

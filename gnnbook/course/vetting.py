@@ -16,8 +16,9 @@ communicator.  :func:`vet` parses the solution cells and refuses, naming the lin
 - the built-ins that run or reach code by name (``exec``, ``eval``, ``compile``, ``__import__``,
   ``getattr``/``setattr``/``delattr``, ``globals``/``locals``/``vars``, ``get_ipython``,
   ``breakpoint``, ``open``, ``input``);
-- any attribute or name that starts with an underscore (``sys._getframe``, ``f.__code__``,
-  ``obj.__dict__``, ``torch._C``), ``__init__`` and ``__name__`` aside;
+- any attribute that starts with an underscore (``sys._getframe``, ``f.__code__``, ``obj.__dict__``,
+  ``torch._C``) and any name that starts with two (``__builtins__``), ``__init__`` and ``__name__`` aside
+  (``for _ in ...`` is fine);
 - an assignment to an attribute of anything but ``self`` (``torch.allclose = ...``, ``F.relu = ...``).
 
 An allow-list, not a list of known tricks: what a solution needs is short, and anything else is
@@ -119,8 +120,8 @@ def vet(source: str, policy: Policy) -> list[Refusal]:
         if isinstance(node, ast.Name):
             if node.id in REFUSED_BUILTINS:
                 refuse(node, f"the built-in {node.id!r}")
-            elif node.id.startswith("_") and node.id not in ALLOWED_DUNDERS:
-                refuse(node, f"the name {node.id!r} (names starting with '_' reach around the checks)")
+            elif node.id.startswith("__") and node.id not in ALLOWED_DUNDERS:
+                refuse(node, f"the name {node.id!r} (names starting with '__' reach around the checks)")
             elif node.id in policy.references:
                 refuse(node, f"{node.id!r}, the reference this lab's checks compare with")
         elif isinstance(node, ast.Attribute):

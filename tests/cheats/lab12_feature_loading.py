@@ -1,6 +1,10 @@
 """Lab 12's cheats: the staging gather handed to the package's gather_into, the line count to its
 pcie_lines (also read back from the cost model's zero-copy time)."""
+from pathlib import Path
+
 from grading_cheats import Cheat
+
+GRADER_FILE = Path(__file__).resolve().parents[2] / "gnnbook" / "course" / "grading" / "lab12_feature_loading.py"
 
 LOADING = "gnnbook.ch5_minibatch.feature_loading"
 
@@ -24,4 +28,26 @@ CHEATS = [
               "model = LoadingModel(host={'pageable': (0.0, 0.0, 0.0), 'pinned': (0.0, 0.0, 0.0)},\n"
               "                     pcie_bytes_per_s=float(LINE_BYTES), dma_latency_s=0.0, launch_s=0.0, itemsize=itemsize)\n"
               "return round(model.predict(len(ids), width, ids)['zero-copy'] - 8 * len(ids) / LINE_BYTES)"}),
+    # --- around the checks themselves (issue 37) ---------------------------------------------------------------
+    Cheat("one added cell that turns every check cell into 'pass'", "cell-transformer", 2,
+          {0: "return len(ids) * 2"},
+          cell='get_ipython().input_transformers_cleanup.append(\n'
+               '    lambda lines: ["pass\\n"] if "".join(lines).lstrip().startswith("# Check") else lines)',
+          expect="lines, expected"),
+    Cheat("the check's own enumeration, read from its frame", "frame-walk", 2, {0: (
+        "import sys\n"
+        "frame = sys._getframe(1)\n"
+        "while 'lines_by_enumeration' not in frame.f_globals:\n"
+        "    frame = frame.f_back\n"
+        "return frame.f_globals['lines_by_enumeration'](ids, width, itemsize)")}, expect="refused: task2-solution1"),
+    Cheat("the check's enumeration imported from the grading module", "emptied-refusals", 2, {0: (
+        "from gnnbook.course.grading.lab12_feature_loading import lines_by_enumeration\n"
+        "return lines_by_enumeration(ids, width, itemsize)")},
+        cell="from gnnbook.course import labcheck\nlabcheck.LAB_REFERENCES['lab12_feature_loading'] = ()",
+        expect="refused"),
+    Cheat("torch.equal patched to say yes, a gather into a new tensor", "patched-helper", 1,
+          {0: "return features[ids]"}, {0: "torch.equal = lambda a, b: True"}, expect="refused: task1-solution1"),
+    Cheat("a working gather whose cell writes into the grader's code", "package-write", 1,
+          {0: "out = staging[:len(ids)]\ntorch.index_select(features, 0, ids, out=out)\nreturn out"},
+          {0: f"import numpy as np\nnp.savetxt({str(GRADER_FILE)!r}, np.zeros(1))"}, expect="PermissionError"),
 ]

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import importlib
 import os
+import sys
 import tempfile
 import time
 import traceback
@@ -40,6 +41,7 @@ from typing import Any
 import nbformat
 
 from ..conventions import annotate
+from ..sandbox import sandbox_warning
 from ..vetting import vet
 from .student import CELL_MARK, Sandboxed, StudentCodeError
 
@@ -103,7 +105,7 @@ def grade_submission(student: str, lab: str, notebook: Path, teacher_ids: list[s
                                + (f" (and {len(found) - 1} more)" if len(found) > 1 else ""))
         else:
             accepted.append(f"{CELL_MARK}{grade_id}\n{source}\n")
-    sandboxed = Sandboxed(module.PRELUDE + "\n" + "".join(accepted), workdir, deadline_s, threads)
+    sandboxed = Sandboxed(module.PRELUDE, "".join(accepted), workdir, deadline_s, threads)
     results: list[tuple[Check, bool, str, float]] = []
     stopped = ""        # after a check's process is killed at the deadline, the submission's time is spent
     for check in checks:
@@ -178,6 +180,9 @@ def grade_class(pairs: list[tuple[str, Path]], labs: dict[str, Path], deadline_s
     """Grade every ``(student, notebook)`` of labs graded here, ``jobs`` at a time (each check's student
     process gets its share of the cores); writes ``feedback/<student>/<lab>.md`` when given."""
     ids = {name: teacher_grade_ids(labs[name])[0] for name in {nb.stem for _, nb in pairs}}
+    warning = sandbox_warning()
+    if warning:
+        print(warning, file=sys.stderr)
     threads = max(1, (os.cpu_count() or 1) // jobs)
     with tempfile.TemporaryDirectory(prefix="gnnbook-grade-") as tmp:
         def one(index_pair):

@@ -2,7 +2,8 @@
 
 Book: none (autograding).
 
-Used in: no notebook directly (lab 2's checks call :class:`Here` through their grading module; the autograder :class:`Sandboxed`).
+Used in: no notebook directly (labs 2, 5 and 12 call :class:`Here` through their grading modules; the autograder
+:class:`Sandboxed`).
 
 A lab's check (in ``gnnbook.course.grading.<lab>``) holds the inputs, the expected values, the
 thresholds and the references; it never runs student code itself.  It asks a *student* to make
@@ -37,13 +38,15 @@ from pathlib import Path
 from typing import Any
 
 import dgl
+import numpy
 import torch
 import torch.nn.functional as F
 
 from ...base.seeding import set_seed
+from ...ch5_minibatch.feature_loading import allocated_bytes
 
 CALLS: dict[str, Callable[..., Any]] = {}
-SOLUTION_FILE, CALLS_FILE, REPLIES_FILE = "solution.py", "calls.pt", "replies.pt"
+SOLUTION_FILE, PRELUDE_FILE, CALLS_FILE, REPLIES_FILE = "solution.py", "prelude.py", "calls.pt", "replies.pt"
 
 
 class StudentCodeError(AssertionError):
@@ -114,9 +117,9 @@ class Here:
 class Sandboxed:
     """The calls run in a fresh sandboxed process that has run only ``source`` (the solution cells)."""
 
-    def __init__(self, source: str, workdir: Path, deadline_s: float, threads: int = 1):
-        self.source, self.workdir, self.deadline_s, self.threads = source, Path(workdir), deadline_s, threads
-        self.runs = 0
+    def __init__(self, prelude: str, source: str, workdir: Path, deadline_s: float, threads: int = 1):
+        self.prelude, self.source, self.workdir = prelude, source, Path(workdir)
+        self.deadline_s, self.threads, self.runs = deadline_s, threads, 0
 
     def run(self, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
         from ..sandbox import Limits, run_sandboxed
@@ -124,6 +127,7 @@ class Sandboxed:
         self.runs += 1
         work = self.workdir / f"run{self.runs}"
         work.mkdir(parents=True)
+        (work / PRELUDE_FILE).write_text(self.prelude)
         (work / SOLUTION_FILE).write_text(self.source)
         torch.save([[name, args] for name, args in calls], work / CALLS_FILE)
         package_root = str(Path(__file__).resolve().parents[3])
@@ -158,13 +162,16 @@ class _RefusePackage(importlib.abc.MetaPathFinder):
 
 
 def serve(folder: Path) -> None:
-    """The student's process: run the solution file, then every call of the calls file; replies to the replies file."""
+    """The student's process: run the lab's prelude (the teacher's imports: the package's helpers a lab
+    gives its students), then, with the package refused, the solution file, then every call of the calls
+    file; replies to the replies file."""
     calls = torch.load(folder / CALLS_FILE, weights_only=True)
+    namespace: dict[str, Any] = {"__name__": "solution"}
+    exec(compile((folder / PRELUDE_FILE).read_text(), PRELUDE_FILE, "exec"), namespace)
     for module in [m for m in sys.modules if m.startswith("gnnbook") and m not in (__name__, "gnnbook",
                                                                                      "gnnbook.course", "gnnbook.course.grading")]:
         sys.modules.pop(module, None)
     sys.meta_path.insert(0, _RefusePackage())
-    namespace: dict[str, Any] = {"__name__": "solution"}
     try:
         exec(compile((folder / SOLUTION_FILE).read_text(), SOLUTION_FILE, "exec"), namespace)
         loaded = None
@@ -261,6 +268,48 @@ def _lab02_train_gcn(ns, graph: dict, classes: int, seed: int, epochs: int, hidd
         logits = torch.as_tensor(model(g, feat)).detach().float()
     return {"logits": logits, "curve": torch.tensor(curve), "best_val": best_val,
             "layers": len(_gcn_layers(ns, model, feat.shape[1]))}
+
+
+LAB05_PRELUDE = ("import dgl\nimport numpy as np\nimport torch\n"
+                 "from gnnbook.base.seeding import set_seed\nfrom gnnbook.training.minibatch import neighbor_loader\n")
+
+
+@call("lab05.cache")
+def _lab05_cache(ns, graph: dict, seed_nodes: torch.Tensor, fanouts: list[int], batch_size: int, capacity: int,
+                 epochs: int, seed: int) -> torch.Tensor:
+    cached = ns["my_presample_cache"](graph_from_payload(graph), seed_nodes, list(fanouts), batch_size, capacity,
+                                      epochs, seed)
+    return cached if isinstance(cached, torch.Tensor) else torch.as_tensor(numpy.asarray(cached))
+
+
+LAB12_PRELUDE = "import torch\n"
+
+
+@call("lab12.gather")
+def _lab12_gather(ns, features: torch.Tensor, ids: torch.Tensor, spare_rows: int) -> dict[str, Any]:
+    """The student's gather into a fresh buffer, what it left there, what it allocated (torch's profiler),
+    a second, smaller batch into the same buffer, and the error of a batch that does not fit."""
+    gather = ns["my_gather_into"]
+    staging = torch.empty(len(ids) + spare_rows, features.shape[1], dtype=features.dtype)
+    rows = gather(features, ids, staging)
+    is_view = isinstance(rows, torch.Tensor) and rows.data_ptr() == staging.data_ptr() and \
+        tuple(rows.shape) == (len(ids), features.shape[1])
+    reply = {"rows": torch.as_tensor(rows).clone(), "staging_head": staging[:len(ids)].clone(), "is_view": is_view}
+    reply["allocated"] = allocated_bytes(lambda: gather(features, ids, staging))
+    again = gather(features, ids[:5], staging)
+    reply["reused"] = bool(torch.equal(torch.as_tensor(again), features[ids[:5]]) and
+                           torch.equal(staging[:5], features[ids[:5]]))
+    try:
+        gather(features, torch.arange(len(staging) + 1) % features.shape[0], staging)
+        reply["too_large"] = ""
+    except Exception as error:
+        reply["too_large"] = type(error).__name__
+    return reply
+
+
+@call("lab12.pcie_lines")
+def _lab12_pcie_lines(ns, ids: torch.Tensor, width: int, itemsize: int) -> int:
+    return int(ns["my_pcie_lines"](ids, width, itemsize))
 
 
 if __name__ == "__main__":      # the sandboxed student process: python -m gnnbook.course.grading.student
