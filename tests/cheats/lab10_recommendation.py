@@ -45,4 +45,26 @@ CHEATS = [
     Cheat("PyG's BPRLoss through importlib", "importlib", 1,
           {0: SAME_SHAPE + "import importlib\n"
                            "return importlib.import_module('torch_geometric.nn.models.lightgcn').BPRLoss()(positive, negative)"}),
+    # --- around the checks themselves (issue 37) ---------------------------------------------------------------
+    Cheat("every cell wrapped in try/except BaseException", "try-wrapper", 1, {0: "return (positive - negative).mean()"},
+          cell=("import ast\n"
+                "class Wrap(ast.NodeTransformer):\n"
+                "    def visit_Module(self, node):\n"
+                "        handler = ast.ExceptHandler(type=ast.Name('BaseException', ast.Load()), name=None, body=[ast.Pass()])\n"
+                "        node.body = [ast.Try(body=node.body, handlers=[handler], orelse=[], finalbody=[])]\n"
+                "        return ast.fix_missing_locations(node)\n"
+                "get_ipython().ast_transformers.append(Wrap())"),
+          expect="loss"),
+    Cheat("the check's expected loss read from its frame", "frame-walk", 1, {0: (
+        "import inspect\n"
+        "return inspect.currentframe().f_back.f_locals['want']")}, expect="refused: task1-solution1"),
+    Cheat("LGConv's code object copied into a function of its own", "code-copy", 2, {0: (
+        "import types\n"
+        "from torch_geometric.nn import conv\n"
+        "step = types.FunctionType(conv.LGConv.forward.__code__, conv.LGConv.forward.__globals__)\n"
+        "return step(conv.LGConv(), h, edge_index)")}, expect="refused: task2-solution1"),
+    Cheat("the package's source executed again", "re-exec-source", 2, {0: (
+        "fresh = {}\n"
+        "exec(open('/work/main/gnnbook/applications/recsys.py').read(), fresh)\n"
+        "return fresh['lightgcn_propagate'](edge_index, h)")}, expect="refused: task2-solution1"),
 ]

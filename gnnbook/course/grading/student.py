@@ -2,7 +2,7 @@
 
 Book: none (autograding).
 
-Used in: no notebook directly (labs 2, 5 and 12 call :class:`Here` through their grading modules; the autograder
+Used in: no notebook directly (labs 2, 5, 10 and 12 call :class:`Here` through their grading modules; the autograder
 :class:`Sandboxed`).
 
 A lab's check (in ``gnnbook.course.grading.<lab>``) holds the inputs, the expected values, the
@@ -310,6 +310,33 @@ def _lab12_gather(ns, features: torch.Tensor, ids: torch.Tensor, spare_rows: int
 @call("lab12.pcie_lines")
 def _lab12_pcie_lines(ns, ids: torch.Tensor, width: int, itemsize: int) -> int:
     return int(ns["my_pcie_lines"](ids, width, itemsize))
+
+
+LAB10_PRELUDE = "import torch\n"
+
+
+@call("lab10.bpr")
+def _lab10_bpr(ns, positive: torch.Tensor, negative: torch.Tensor) -> dict[str, Any]:
+    positive = positive.clone().requires_grad_(True)
+    loss = ns["my_bpr_loss"](positive, negative)
+    loss = torch.as_tensor(loss)
+    if loss.requires_grad:
+        loss.backward()
+    return {"loss": loss.detach().float(), "grad": None if positive.grad is None else positive.grad.detach()}
+
+
+@call("lab10.bpr_error")
+def _lab10_bpr_error(ns, positive: torch.Tensor, negative: torch.Tensor) -> str:
+    try:
+        ns["my_bpr_loss"](positive, negative)
+    except Exception as error:
+        return type(error).__name__
+    return ""
+
+
+@call("lab10.propagate")
+def _lab10_propagate(ns, edge_index: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
+    return torch.as_tensor(ns["my_propagate"](edge_index, h)).detach().float()
 
 
 if __name__ == "__main__":      # the sandboxed student process: python -m gnnbook.course.grading.student
