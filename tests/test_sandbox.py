@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from gnnbook.course.sandbox import Limits, is_privileged, run_sandboxed, sandbox_warning
+from gnnbook.course.sandbox import Limits, closed_folder, is_privileged, run_sandboxed, sandbox_warning
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.skipif(sandbox_warning() is not None and not is_privileged(),
@@ -105,3 +105,22 @@ def test_the_hosts_loopback_is_out_of_reach(tmp_path):
 def test_a_memory_blow_up_stops_with_the_reason(tmp_path):
     result = sandboxed(tmp_path, "block = bytearray(8 << 30)", deadline_s=30, memory_bytes=1 << 30)
     assert result.returncode == 1 and "memory" in result.reason, result
+
+
+def test_the_interpreter_runs_from_a_closed_home_and_the_rest_of_it_stays_unseen(tmp_path):
+    """pyenv installs Python in root's home (0700): the sandbox opens only the way to the interpreter."""
+    closed, needed = closed_folder(sys.executable)
+    if not closed:
+        pytest.skip("this Python's folders are open to every user")
+    secret = Path(closed) / f"sandbox-secret-{uuid.uuid4().hex}"
+    secret.write_text("the grader's")
+    try:
+        result = sandboxed(tmp_path, f"""
+            import os, sys
+            print(sorted(os.listdir({closed!r})), os.path.exists({str(secret)!r}), sys.version.split()[0])
+        """, deadline_s=60)
+    finally:
+        secret.unlink()
+    assert result.returncode == 0, result
+    assert result.output.startswith(str([Path(needed).name])) and " False " in result.output, result.output
+    assert sys.version.split()[0] in result.output, "the sandbox runs the grader's own Python (and its standard library)"

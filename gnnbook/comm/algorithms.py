@@ -2,7 +2,7 @@
 
 Book: 5.5.1 collective communication (direct, tree, ring; message fusion).
 
-Used in: chapters/05d_communication.ipynb, labs/lab03_collectives.ipynb.
+Used in: chapters/05d_communication.ipynb.
 
 Each function takes a tensor and a communicator with ``send`` / ``recv`` /
 ``isend`` (:class:`gnnbook.comm.point_to_point.PointToPoint`, whose bytes are

@@ -74,8 +74,15 @@ def _limit(limits: Limits):
 # Run by sh inside the new namespaces, still privileged: bring up the loopback, give the command private
 # temporary folders (the work folder is bound under the private /dev/shm first, since it may live in /tmp),
 # then drop to the unprivileged user.  "$1" is the work folder, the rest the command.
-_INSIDE = ("set -e; work=$1; shift; ip link set lo up; mount -t tmpfs -o mode=1777,size=4g tmpfs /dev/shm; "
+# "$2" and "$3" (or two empty strings): a folder the unprivileged user cannot pass (the grader's home, 0700) that
+# holds the Python running the grader, and the child of it on the way there: the folder is replaced by an empty
+# one that holds only that child, bound back (so the interpreter runs, and the rest of the home stays unseen).
+_INSIDE = ("set -e; work=$1; closed=$2; needed=$3; shift 3; ip link set lo up; "
+           "mount -t tmpfs -o mode=1777,size=4g tmpfs /dev/shm; "
            "mkdir /dev/shm/work; mount --bind \"$work\" /dev/shm/work; "
+           "if [ -n \"$closed\" ]; then mkdir /dev/shm/.keep; mount --bind \"$needed\" /dev/shm/.keep; "
+           "mount -t tmpfs -o mode=755 tmpfs \"$closed\"; mkdir -p \"$needed\"; mount --bind /dev/shm/.keep \"$needed\"; "
+           "umount /dev/shm/.keep; rmdir /dev/shm/.keep; fi; "
            "mount -t tmpfs -o mode=1777 tmpfs /tmp; mount -t tmpfs -o mode=1777 tmpfs /var/tmp; "
            "cd /dev/shm/work; exec \"$@\"")
 SANDBOX_WORKDIR = "/dev/shm/work"      # where the command sees ``workdir``
@@ -96,6 +103,18 @@ def sandbox_warning() -> str | None:
     return f"gnnbook: the sandbox needs {missing} (util-linux, iproute2)" if missing else None
 
 
+def closed_folder(executable: str) -> tuple[str, str]:
+    """``(folder, child)``: the first folder on the way to ``executable``'s real file that other users cannot
+    pass, and its child on that way; ``("", "")`` when every folder is open (a Python installed in root's
+    home, as pyenv does, is the case this handles)."""
+    path = Path(os.path.realpath(executable))
+    for child in reversed(path.parents[:-1]):
+        folder = child.parent
+        if folder.stat().st_mode & 0o001 == 0:
+            return str(folder), str(child)
+    return "", ""
+
+
 def sandbox_argv(argv: list[str], workdir: Path) -> list[str]:
     """``argv`` wrapped so that it runs in the sandbox with ``workdir`` as its working folder."""
     if is_privileged():
@@ -106,7 +125,8 @@ def sandbox_argv(argv: list[str], workdir: Path) -> list[str]:
         drop = []
         unshare = ["unshare", "--user", "--map-root-user", "--net", "--pid", "--fork", "--kill-child", "--mount",
                    "--propagation", "private"]
-    return [*unshare, "--", "sh", "-c", _INSIDE, "sandbox", str(workdir), *drop, *argv]
+    closed = closed_folder(argv[0]) if is_privileged() else ("", "")
+    return [*unshare, "--", "sh", "-c", _INSIDE, "sandbox", str(workdir), *closed, *drop, *argv]
 
 
 def prepare_workdir(workdir: Path) -> Path:

@@ -13,4 +13,15 @@ CHEATS = [
     Cheat("the process group's allreduce", "direct", 1,
           {0: "import torch.distributed as dist\n"
               "dist.distributed_c10d._get_default_group().allreduce([tensor]).wait()"}),
+    # --- around the checks themselves (issue 37) ---------------------------------------------------------------
+    Cheat("the comm's byte counters zeroed after a gloo all-reduce", "patched-helper", 1, {0: (
+        "import torch.distributed as dist\n"
+        "dist.all_reduce(tensor)\n"
+        "comm.sent = comm.received = 0")}, expect="refused: task1-solution1"),
+    Cheat("the expected sum read from the check's frame", "frame-walk", 1, {0: (
+        "import inspect\n"
+        "for frame in inspect.stack():\n"
+        "    if 'expected' in frame.frame.f_locals:\n"
+        "        tensor.copy_(frame.frame.f_locals['expected'])")}, expect="refused: task1-solution1"),
+    Cheat("a ring that never finishes", "hang", 1, {0: "while True:\n    pass"}, expect="deadline"),
 ]

@@ -2,7 +2,7 @@
 imports it from here: it cannot import a notebook cell).  One module per lab, named as the lab:
 
 - ``lab02_message_passing``: a GCN layer and a two-layer GCN, checked against DGL's, and their training loop;
-- ``lab03_collectives``: a hand-written all-reduce, run on real ranks and checked;
+- ``lab03_collectives``: a hand-written all-reduce, on real ranks started inside the student's sandbox;
 - ``lab04_minibatch``: a minibatch training step, and a batch size and fanouts chosen;
 - ``lab05_feature_cache``: a pre-sampling cache policy, checked;
 - ``lab06_halo_exchange``: one GCN layer with the student's halo exchange, on real ranks;

@@ -1,17 +1,19 @@
-"""Lab 3's grading code (book 5.5.1, ``labs/lab03_collectives.ipynb``): a hand-written all-reduce, checked.
+"""Lab 3's checks (book 5.5.1, ``labs/lab03_collectives.ipynb``): a hand-written all-reduce, on real ranks.
 
 Book: 5.5.1 collective communication (lab 3).
 
 Used in: chapters/05d_communication.ipynb, labs/lab03_collectives.ipynb.
 
-The student writes ``ring_all_reduce(tensor, comm)`` in a notebook cell, which
-:func:`~gnnbook.base.worker.function_file` writes to a file; :func:`check_all_reduce` runs in
-every rank, loads it, hands it a
-:class:`~gnnbook.comm.point_to_point.PointToPoint` (``send``/``recv``/``isend``/``irecv`` and
-nothing else) and compares its result with torch's own all-reduce.  It also measures what the
-rank's sockets carried during the call: a real ring shows exactly the bytes of its own messages
-plus gloo's headers; a shortcut through ``dist.all_reduce`` shows wire traffic that no
-``send``/``recv`` explains.
+The student writes ``ring_all_reduce(tensor, comm)``.  The checks ask the student (in the autograder a
+sandboxed process, which starts the ranks inside its sandbox; here the notebook) to run it on ``N``
+real ranks (:func:`~gnnbook.course.grading.student.lab03_rank`): each rank sums a seeded tensor of its
+own through a :class:`~gnnbook.comm.point_to_point.PointToPoint` (``send``/``recv``/``isend``/``irecv``
+and nothing else) and reports its result, its messages' payload and what its sockets carried.  The
+checks make every rank's tensor here, add them up, and compare: :func:`check_ring_sum` the sums,
+:func:`check_ring_traffic` also that only the student's messages crossed the wire (a shortcut through
+``dist.all_reduce`` shows wire bytes that no ``send``/``recv`` explains) and that each rank sent
+``2(N-1)/N`` of the tensor.  :func:`check_all_reduce` is the same measurement against torch's own
+all-reduce, for the lab's experiment and chapter 5d.
 
 Example:
     >>> from gnnbook.base.launch import run
@@ -22,64 +24,94 @@ Example:
 """
 from __future__ import annotations
 
-import tempfile
-import time
-from typing import Any, Callable
+from typing import Any, Sequence
 
-import torch
 import torch.distributed as dist
 
-from ...base.launch import run
-from ...base.worker import function_file, load_function
-from ...comm.point_to_point import PointToPoint
-from ..labcheck import LAB_REFERENCES, reference_forbidden
+from ...base.worker import load_function
+from ..vetting import Policy
+from .engine import Check
+from .student import LAB03_PRELUDE, P2P_OPS, Here, lab03_tensor, ring_row
 
-__all__ = ["P2P_OPS", "check_all_reduce", "grade_ring"]
+__all__ = ["CHECKS", "Here", "P2P_OPS", "POLICY", "PRELUDE", "check_all_reduce", "check_ring_sum",
+           "check_ring_traffic"]
 
-P2P_OPS = ("send", "recv")
+PRELUDE = LAB03_PRELUDE
+# Point-to-point messages on the comm the check gives: torch.distributed (and its collectives) is refused.
+POLICY = Policy(modules=("torch", "math"), references=("all_reduce", "allreduce", "tree_all_reduce", "direct_all_reduce",
+                                                       "reduce_scatter", "all_gather", "all_to_all"))
 
 
-def check_all_reduce(impl: str, sizes: list[int], seed: int = 0, refuse_references: bool = False) -> list[dict[str, Any]]:
-    """For each size: run ``impl`` (``"file.py:function"``) on a seeded random
-    tensor and ``dist.all_reduce`` on a copy; return the largest difference,
-    the payload of the implementation's messages, the bytes its sockets really
-    carried (``wire_*``) and the bytes its messages explain (payload + gloo's headers).
-    With ``refuse_references`` the package's own all-reduces refuse to run meanwhile (a grade)."""
-    rank = dist.get_rank()
+def check_all_reduce(impl: str, sizes: list[int], seed: int = 0) -> list[dict[str, Any]]:
+    """In every rank: for each size, ``impl`` (``"file.py:function"``) on a seeded random tensor and
+    ``dist.all_reduce`` on a copy: the largest difference, the messages' payload, the bytes the rank's
+    sockets carried (``wire_*``) and the bytes its messages explain (payload + gloo's headers)."""
     fn = load_function(impl)
-    refused = LAB_REFERENCES["lab03_collectives"] if refuse_references else ()
     rows = []
     for size in sizes:
-        tensor = torch.randn(size, generator=torch.Generator().manual_seed(seed + 7919 * rank + size))
+        tensor = lab03_tensor(seed, dist.get_rank(), size)
         expected = tensor.clone()
         dist.all_reduce(expected)
-        p2p = PointToPoint()                 # a quiet point: the wire is measured from here ...
-        t0 = time.perf_counter()
-        with reference_forbidden(refused, hint="build the ring from comm.isend / comm.recv yourself"):
-            out = fn(tensor, p2p)
-        seconds = time.perf_counter() - t0
-        summary = p2p._counter.summary()     # ... to here, after every rank returned
-        out = tensor if out is None else out
-        ops = summary["by_op"]
-        explained = [sum(ops[op][f"expected_{d}"] for op in P2P_OPS if op in ops) for d in ("sent", "received")]
-        rows.append({"size": size, "bytes": size * tensor.element_size(), "max_error": float((out - expected).abs().max()),
-                     "sent": summary["formula_sent"], "received": summary["formula_received"],
-                     "wire_sent": summary["sent"], "wire_received": summary["received"],
-                     "explained_sent": explained[0], "explained_received": explained[1],
-                     "ops": sorted(ops), "seconds": seconds})
+        row = ring_row(fn, tensor)
+        row["max_error"] = float((row.pop("result") - expected).abs().max())
+        rows.append(row)
     return rows
 
 
-def grade_ring(fn: Callable[..., Any], world_sizes: list[int], sizes: list[int], seed: int = 0,
-               deadline_s: float = 90.0) -> list[dict[str, Any]]:
-    """What lab 3's locked checks measure: :func:`check_all_reduce` on the notebook function ``fn``
-    (its cell written to a fresh folder) in real processes, one launch per world size, with the
-    package's and torch's all-reduces refused; one row per world size, rank and size."""
-    impl = function_file(fn, tempfile.mkdtemp(prefix="lab03-check-"))
+def _ring_rows(student, world_sizes: Sequence[int], sizes: Sequence[int], seed: int, deadline_s: float) -> list[dict]:
+    """One launch per world size through the student; every rank's rows with ``N``, ``rank`` and ``max_error``
+    against the sum of every rank's tensor, made here."""
+    launches = student.run([("lab03.ring", {"world_size": n, "sizes": list(sizes), "seed": seed, "deadline_s": deadline_s})
+                            for n in world_sizes])
     rows = []
-    for n in world_sizes:
-        per_rank = run("gnnbook.course.grading.lab03_collectives:check_all_reduce", n,
-                       {"impl": impl, "sizes": list(sizes), "seed": seed, "refuse_references": True},
-                       deadline_s=deadline_s)
-        rows += [dict(r, N=n, rank=rank) for rank, results in enumerate(per_rank) for r in results]
+    for n, per_rank in zip(world_sizes, launches):
+        assert len(per_rank) == n, f"N={n}: {len(per_rank)} ranks answered"
+        for size in sizes:
+            expected = sum(lab03_tensor(seed, rank, size) for rank in range(n))
+            for rank, results in enumerate(per_rank):
+                row = next(r for r in results if r["size"] == size)
+                got = row["result"]
+                error = float((got - expected).abs().max()) if got.shape == expected.shape else float("inf")
+                rows.append({k: v for k, v in row.items() if k != "result"} | {"N": n, "rank": rank, "max_error": error})
     return rows
+
+
+def check_ring_sum(student, thorough: bool = False, deadline_s: float = 90.0) -> dict[str, Any]:
+    """Task 1: on 2 and 3 ranks every rank ends with the sum of all ranks' tensors, for sizes that N does and
+    does not divide (``thorough``: two more)."""
+    sizes = [5, 7, 1000] + ([333, 4097] if thorough else [])
+    for r in _ring_rows(student, [2, 3], sizes, seed=11, deadline_s=deadline_s):
+        assert r["max_error"] < 1e-4, (f"N={r['N']} rank {r['rank']}, {r['size']} floats: your all-reduce differs "
+                                       f"from the sum of the ranks' tensors by {r['max_error']:.2e}")
+    return {"sizes": len(sizes)}
+
+
+def check_ring_traffic(student, thorough: bool = False, world_sizes: Sequence[int] = (2, 3),
+                       sizes: Sequence[int] = (5, 1000, 2**16 + 3), deadline_s: float = 90.0) -> dict[str, Any]:
+    """Task 1: only the student's messages crossed the wire (the sockets' bytes = the messages' payload + gloo's
+    headers), each rank's messages carried ``2(N-1)/N`` of the tensor (chunks may differ by one float), and at
+    the largest size the wire bytes are within 1% of ``2(N-1)/N`` of it."""
+    world_sizes, largest = sorted(set(world_sizes) | {2, 3}), max(max(sizes), 2**16 + 3)
+    rows = _ring_rows(student, world_sizes, sorted(set(sizes) | {largest}), seed=0, deadline_s=deadline_s)
+    for r in rows:
+        where, n = f"N={r['N']} rank {r['rank']} size {r['size']}", r["N"]
+        assert r["max_error"] < 1e-4, f"{where}: your all-reduce differs from the sum by {r['max_error']:.2e}"
+        assert set(r["ops"]) <= set(P2P_OPS), f"{where}: only send/recv are allowed, you called {sorted(r['ops'])}"
+        for d in ("sent", "received"):
+            assert r[f"wire_{d}"] == r[f"explained_{d}"], (
+                f"{where}: the sockets {d} {r[f'wire_{d}']} bytes, your messages explain {r[f'explained_{d}']}: "
+                f"the rest came from a collective (dist.all_reduce?). Build the ring from send/recv only.")
+        formula, slack = 2 * (n - 1) / n * r["bytes"], 2 * (n - 1) * 4          # one float per step
+        for d in ("sent", "received"):
+            assert abs(r[d] - formula) <= slack, (f"{where}: payload {d} {r[d]:.0f}, expected {formula:.0f}; "
+                                                  f"a ring sends each chunk 2(N-1) times in total, once per step")
+    worst = {}
+    for n in world_sizes:
+        worst[n] = max(abs(r["wire_sent"] - 2 * (n - 1) / n * r["bytes"]) / (2 * (n - 1) / n * r["bytes"])
+                       for r in rows if r["N"] == n and r["size"] == largest)
+        assert worst[n] < 0.01, f"N={n}: wire bytes {100 * worst[n]:.2f}% away from 2(N-1)/N·size"
+    return {"rows": rows, "largest": largest, "worst_rel": worst, "world_sizes": len(world_sizes)}
+
+
+CHECKS = (Check(1, "the ring all-reduce sums every rank's tensor on 2 and 3 ranks", check_ring_sum),
+          Check(1, "only the ring's send/recv crossed the wire, 2(N-1)/N of the tensor per rank", check_ring_traffic))

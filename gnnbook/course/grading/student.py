@@ -2,7 +2,7 @@
 
 Book: none (autograding).
 
-Used in: no notebook directly (labs 2, 5, 10 and 12 call :class:`Here` through their grading modules; the autograder
+Used in: no notebook directly (labs 2, 3, 5, 10 and 12 call :class:`Here` through their grading modules; the autograder
 :class:`Sandboxed`).
 
 A lab's check (in ``gnnbook.course.grading.<lab>``) holds the inputs, the expected values, the
@@ -32,6 +32,8 @@ import copy
 import importlib.abc
 import os
 import sys
+import tempfile
+import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
@@ -42,8 +44,11 @@ import numpy
 import torch
 import torch.nn.functional as F
 
+from ...base.launch import run
 from ...base.seeding import set_seed
+from ...base.worker import function_file
 from ...ch5_minibatch.feature_loading import allocated_bytes
+from ...comm.point_to_point import PointToPoint
 
 CALLS: dict[str, Callable[..., Any]] = {}
 SOLUTION_FILE, PRELUDE_FILE, CALLS_FILE, REPLIES_FILE = "solution.py", "prelude.py", "calls.pt", "replies.pt"
@@ -161,19 +166,28 @@ class _RefusePackage(importlib.abc.MetaPathFinder):
         return None
 
 
+def load_solution(prelude: Path, solution: Path) -> dict[str, Any]:
+    """The namespace of the lab's prelude (the teacher's imports) and then, with the package refused, the
+    solution; ``__solution__`` records the two files (a rank of a multi-process lab loads them again)."""
+    namespace: dict[str, Any] = {"__name__": "solution", "__solution__": (str(prelude), str(solution))}
+    exec(compile(Path(prelude).read_text(), PRELUDE_FILE, "exec"), namespace)
+    for module in [m for m in sys.modules if m.startswith("gnnbook") and m not in (
+            __name__, "gnnbook", "gnnbook.course", "gnnbook.course.grading", "gnnbook.base", "gnnbook.base.worker",
+            "gnnbook.base.launch", "gnnbook.base.procs")]:
+        sys.modules.pop(module, None)
+    if not any(isinstance(finder, _RefusePackage) for finder in sys.meta_path):
+        sys.meta_path.insert(0, _RefusePackage())
+    exec(compile(Path(solution).read_text(), SOLUTION_FILE, "exec"), namespace)
+    return namespace
+
+
 def serve(folder: Path) -> None:
     """The student's process: run the lab's prelude (the teacher's imports: the package's helpers a lab
     gives its students), then, with the package refused, the solution file, then every call of the calls
     file; replies to the replies file."""
     calls = torch.load(folder / CALLS_FILE, weights_only=True)
-    namespace: dict[str, Any] = {"__name__": "solution"}
-    exec(compile((folder / PRELUDE_FILE).read_text(), PRELUDE_FILE, "exec"), namespace)
-    for module in [m for m in sys.modules if m.startswith("gnnbook") and m not in (__name__, "gnnbook",
-                                                                                     "gnnbook.course", "gnnbook.course.grading")]:
-        sys.modules.pop(module, None)
-    sys.meta_path.insert(0, _RefusePackage())
     try:
-        exec(compile((folder / SOLUTION_FILE).read_text(), SOLUTION_FILE, "exec"), namespace)
+        namespace = load_solution(folder / PRELUDE_FILE, folder / SOLUTION_FILE)
         loaded = None
     except Exception as error:
         loaded = f"{_innermost(error)}, while your solution cells were run"
@@ -337,6 +351,57 @@ def _lab10_bpr_error(ns, positive: torch.Tensor, negative: torch.Tensor) -> str:
 @call("lab10.propagate")
 def _lab10_propagate(ns, edge_index: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
     return torch.as_tensor(ns["my_propagate"](edge_index, h)).detach().float()
+
+
+LAB03_PRELUDE = "import torch\n"
+P2P_OPS = ("send", "recv")
+
+
+def lab03_tensor(seed: int, rank: int, size: int) -> torch.Tensor:
+    """The tensor rank ``rank`` sums in lab 3's checks (the grader makes every rank's to know the sum)."""
+    return torch.randn(size, generator=torch.Generator().manual_seed(seed + 7919 * rank + size))
+
+
+def ring_row(fn: Callable[..., Any], tensor: torch.Tensor) -> dict[str, Any]:
+    """``fn(tensor, comm)`` on a :class:`~gnnbook.comm.point_to_point.PointToPoint` (``send``/``recv``/``isend``/
+    ``irecv`` and nothing else): the result, the payload of the messages, the bytes the rank's sockets really
+    carried meanwhile (``wire_*``) and the bytes its messages explain (payload + gloo's headers)."""
+    p2p = PointToPoint()                 # a quiet point: the wire is measured from here ...
+    t0 = time.perf_counter()
+    out = fn(tensor, p2p)
+    seconds = time.perf_counter() - t0
+    summary = p2p._counter.summary()     # ... to here, after every rank returned
+    out = tensor if out is None else torch.as_tensor(out)
+    ops = summary["by_op"]
+    explained = [sum(ops[op][f"expected_{d}"] for op in P2P_OPS if op in ops) for d in ("sent", "received")]
+    return {"size": tensor.numel(), "bytes": tensor.numel() * tensor.element_size(), "result": out.detach().clone(),
+            "sent": summary["formula_sent"], "received": summary["formula_received"],
+            "wire_sent": summary["sent"], "wire_received": summary["received"],
+            "explained_sent": explained[0], "explained_received": explained[1], "ops": sorted(ops), "seconds": seconds}
+
+
+def lab03_rank(prelude: str, solution: str, sizes: list[int], seed: int) -> list[dict[str, Any]]:
+    """One rank of lab 3's checks: the solution loaded as the student's process loads it, then for every size
+    :func:`ring_row` on this rank's :func:`lab03_tensor`."""
+    import torch.distributed as dist
+
+    fn = load_solution(Path(prelude), Path(solution))["ring_all_reduce"]
+    return [ring_row(fn, lab03_tensor(seed, dist.get_rank(), size)) for size in sizes]
+
+
+@call("lab03.ring")
+def _lab03_ring(ns, world_size: int, sizes: list[int], seed: int, deadline_s: float) -> list[list[dict[str, Any]]]:
+    """``world_size`` real ranks (started from here: in the autograder, inside the sandbox) run
+    :func:`lab03_rank`; one list of rows per rank."""
+    if "__solution__" in ns:
+        prelude, solution = ns["__solution__"]
+    else:     # a notebook: its cell, written to a file, and the lab's prelude
+        folder = Path(tempfile.mkdtemp(prefix="lab03-check-"))
+        solution = function_file(ns["ring_all_reduce"], folder).rpartition(":")[0]
+        prelude = str(folder / PRELUDE_FILE)
+        Path(prelude).write_text(LAB03_PRELUDE)
+    return run("gnnbook.course.grading.student:lab03_rank", world_size,
+               {"prelude": prelude, "solution": solution, "sizes": list(sizes), "seed": seed}, deadline_s=deadline_s)
 
 
 if __name__ == "__main__":      # the sandboxed student process: python -m gnnbook.course.grading.student
