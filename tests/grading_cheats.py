@@ -25,6 +25,25 @@ ISOLATION_KINDS = ("cell-transformer", "try-wrapper", "frame-walk", "code-copy",
                    "patched-helper", "package-write", "hang")
 
 
+# The isolation cheats' own cells, the same in every lab: one that turns every check cell into `pass`, one that
+# wraps every cell in try/except BaseException (each scored full marks when the checks ran in the student's kernel).
+PASS_EVERY_CHECK = ('get_ipython().input_transformers_cleanup.append(\n'
+                    '    lambda lines: ["pass\\n"] if "".join(lines).lstrip().startswith("# Check") else lines)')
+TRY_EVERY_CELL = ("import ast\n"
+                  "class Wrap(ast.NodeTransformer):\n"
+                  "    def visit_Module(self, node):\n"
+                  "        handler = ast.ExceptHandler(type=ast.Name('BaseException', ast.Load()), name=None, body=[ast.Pass()])\n"
+                  "        node.body = [ast.Try(body=node.body, handlers=[handler], orelse=[], finalbody=[])]\n"
+                  "        return ast.fix_missing_locations(node)\n"
+                  "get_ipython().ast_transformers.append(Wrap())")
+GRADING = Path(__file__).resolve().parents[1] / "gnnbook" / "course" / "grading"
+
+
+def write_into_grader(lab: str) -> str:
+    """A line that overwrites the lab's grading module (numpy's savetxt: no `open`, which the vetting refuses)."""
+    return f"import numpy as np\nnp.savetxt({str(GRADING / (lab + '.py'))!r}, np.zeros(1))"
+
+
 @dataclass(frozen=True)
 class Cheat:
     name: str                     # what the cheat does, in a few words
@@ -48,6 +67,15 @@ def _load(path: Path) -> list[Cheat]:
 
 CHEATS: dict[str, list[Cheat]] = {path.stem: _load(path)
                                   for path in sorted((Path(__file__).parent / "cheats").glob("lab*.py"))}
+
+
+def for_make_test(lab: str) -> list[Cheat]:
+    """What `make test` grades of ``lab``'s cheats: one of each reference kind (spread over the tasks), and of each
+    isolation kind one cheat in the whole course, the first lab's that has one (the isolation does not depend on the
+    lab; `make test-cheats` grades every cheat of every lab)."""
+    owner = {kind: next(name for name in sorted(CHEATS) if any(c.kind == kind for c in CHEATS[name]))
+             for kind in ISOLATION_KINDS if any(c.kind == kind for cheats in CHEATS.values() for c in cheats)}
+    return [c for c in one_of_each_kind(CHEATS[lab]) if c.kind in KINDS or owner.get(c.kind) == lab]
 
 
 def one_of_each_kind(cheats: list[Cheat]) -> list[Cheat]:

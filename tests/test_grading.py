@@ -15,7 +15,8 @@ One `autograde` call grades every selected lab's solution (which records the val
 cheat), two at a time; a second grades the cheats.  The solution (and the release) run in full; a cheat skips the lab's
 own experiments (a student may delete any cell that is not a solution or a check), and every
 check it fails must fail on what it measured, not on a missing name.  `make test` runs one
-reference cheat of each kind per lab (spread over its tasks); `make test-cheats` runs them all.
+reference cheat of each kind per lab (spread over its tasks) and one cheat of each isolation kind in the course
+(issue 37: lab 2 has one of every class); `make test-cheats` runs them all.
 """
 from __future__ import annotations
 
@@ -32,7 +33,7 @@ import pytest
 
 from gnnbook.course.grading.engine import grading_module
 from gnnbook.course.release import annotate, autograde, default_labs, release
-from grading_cheats import CHEATS, Cheat, one_of_each_kind
+from grading_cheats import CHEATS, Cheat, for_make_test
 
 ROOT = Path(__file__).resolve().parents[1]
 LABS = {lab.stem: lab for lab in default_labs(ROOT)}
@@ -212,7 +213,7 @@ def graded(request, tmp_path_factory) -> dict[str, dict]:
         released, sources, record = plans[lab.stem]
         second_round[("typed", lab.stem)] = without_runs(with_checks_wrapped(released, lambda check, r=record: TYPE.format(
             path=str(r / f"{_grade_id(check)}.pkl"))))
-        cheats = CHEATS[lab.stem] if ALL_CHEATS else one_of_each_kind(CHEATS[lab.stem])
+        cheats = CHEATS[lab.stem] if ALL_CHEATS else for_make_test(lab.stem)
         names[lab.stem] = {f"cheat{i}": cheat for i, cheat in enumerate(cheats)}
         for student, cheat in names[lab.stem].items():
             second_round[(student, lab.stem)] = without_runs(apply_cheat(released, sources, cheat))
@@ -276,6 +277,7 @@ def test_only_the_solution_earns_points(name, graded):
             scored[f"{cheat.name} (task {cheat.task})"] = (points, most, errors(executed))
         wrong = failed_for_another_reason(executed, cheat.task)
         assert not wrong, f"{name}: the cheat {cheat.name!r} is built wrongly (a check missed a name or met an unsolved task): {wrong}"
+        assert cheat.expect in str(errors(executed)), f"{name}: {cheat.name!r} scored 0, not for {cheat.expect!r}: {errors(executed)}"
     assert not scored, f"{name}: cheats that earned points: {scored}"
     if isolated:
         honest = run["second"][("honest", name)]

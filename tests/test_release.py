@@ -109,3 +109,21 @@ def test_autograde_survives_loops_and_crashes_and_says_why(tmp_path):
     assert all(got[("crasher", t)][0] == 0 and "kernel died" in got[("crasher", t)][1] for t in ("task1", "task2"))
     assert got[("typist", "task2")][0] == 0 and "add(-1, 1) must be 0" in got[("typist", "task2")][1]
     assert "deadline" in grades_summary(rows), "the table a teacher reads says why"
+
+
+def test_a_measurement_that_cannot_be_taken_scores_nothing_under_the_grader(monkeypatch, tmp_path):
+    """Issue 37, item 5: where exact memory is unavailable, a student's run skips the check; the grader's
+    kernels (GNNBOOK_GRADING=1) get NotGradedHere, which the grade table reports as 'not graded here'."""
+    from gnnbook.course.labcheck import GRADING_ENV, NotGradedHere, graded_measurement
+    from gnnbook.course.release import failed_checks
+
+    monkeypatch.delenv(GRADING_ENV, raising=False)
+    assert graded_measurement(False, "the memory budget") is False
+    monkeypatch.setenv(GRADING_ENV, "1")
+    assert graded_measurement(True, "the memory budget") is True
+    with pytest.raises(NotGradedHere, match="the memory budget is not graded here") as raised:
+        graded_measurement(False, "the memory budget")
+    cell = nbformat.v4.new_code_cell("# Check", metadata={"nbgrader": {"grade_id": "task2-check1"}})
+    cell.outputs = [nbformat.v4.new_output("error", ename="NotGradedHere", evalue=str(raised.value), traceback=[])]
+    nbformat.write(nbformat.v4.new_notebook(cells=[cell]), tmp_path / "graded.ipynb")
+    assert failed_checks(tmp_path / "graded.ipynb")["task2"].startswith("task2-check1: not graded here: the memory budget")

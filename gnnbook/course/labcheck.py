@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib
+import os
 import types
 from collections.abc import Iterable, Iterator
 
@@ -143,6 +144,28 @@ LAB_REFERENCES: dict[str, tuple[str, ...]] = {
 
 class ReferenceCallError(AssertionError):
     """A lab's solution called the reference implementation its check compares with."""
+
+
+# Set by the autograder for the kernels it starts: a check whose measurement cannot be taken then scores nothing.
+GRADING_ENV = "GNNBOOK_GRADING"
+
+
+class NotGradedHere(AssertionError):
+    """A check's measurement cannot be taken on the grading machine: the check scores nothing, with this reason."""
+
+
+def graded_measurement(available: bool, what: str) -> bool:
+    """``available``, for a check that needs a measurement (exact memory, say): where it is not available and
+    the notebook runs under the autograder, raise :class:`NotGradedHere`, so that the check scores nothing
+    ("not graded here", with the reason) instead of passing unmeasured; a student's own run just skips it.
+
+    >>> graded_measurement(True, "the memory budget")
+    True
+    """
+    if not available and os.environ.get(GRADING_ENV) == "1":
+        raise NotGradedHere(f"{what} is not graded here: the measurement it needs is not available on the grading "
+                            "machine (the check scores nothing rather than pass unmeasured)")
+    return available
 
 
 def _resolve(target: str) -> tuple[object, str]:

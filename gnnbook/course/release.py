@@ -134,6 +134,21 @@ def autograde(submissions: Path, labs: list[Path], grades_csv: Path, autograded:
 
 def _autograde_with_nbgrader(pairs: list[tuple[str, Path]], by_name: dict[str, Path], autograded: Path | None,
                              cell_timeout_s: float, jobs: int) -> dict[tuple[str, Path], list[dict]]:
+    from .labcheck import GRADING_ENV
+
+    before = os.environ.get(GRADING_ENV)
+    os.environ[GRADING_ENV] = "1"       # the kernels nbgrader starts inherit it (labcheck.graded_measurement)
+    try:
+        return _run_nbgrader(pairs, by_name, autograded, cell_timeout_s, jobs)
+    finally:
+        if before is None:
+            os.environ.pop(GRADING_ENV, None)
+        else:
+            os.environ[GRADING_ENV] = before
+
+
+def _run_nbgrader(pairs: list[tuple[str, Path]], by_name: dict[str, Path], autograded: Path | None,
+                  cell_timeout_s: float, jobs: int) -> dict[tuple[str, Path], list[dict]]:
     with tempfile.TemporaryDirectory(prefix="gnnbook-autograde-") as tmp:
         course = _Course(Path(tmp) / "course", cell_timeout_s)
         course.root.mkdir()
@@ -240,6 +255,8 @@ def failed_checks(executed: Path, cell_timeout_s: float = CELL_TIMEOUT_S) -> dic
             if output.get("output_type") == "error":
                 first = (output.get("evalue") or "").strip().splitlines()[:1]
                 why[task] = f"{grade_id}: {output.get('ename')}" + (f": {first[0][:200]}" if first else "")
+                if output.get("ename") == "NotGradedHere":
+                    why[task] = f"{grade_id}: not graded here: {first[0][:200] if first else ''}"
                 if output.get("ename") == "KeyboardInterrupt":
                     why[task] = f"{grade_id}: stopped at the {cell_timeout_s:g} s deadline of a cell (a loop that never ends?)"
                 break

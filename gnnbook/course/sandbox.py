@@ -146,31 +146,44 @@ def prepare_workdir(workdir: Path) -> Path:
     return workdir
 
 
-def run_sandboxed(argv: list[str], workdir: Path | str, env: dict[str, str] | None = None,
-                  limits: Limits | None = None, deadline_s: float | None = None) -> SandboxResult:
-    """Run ``argv`` in the sandbox (see the module's docstring), in ``workdir``; never raises for what the
-    command did: the result says how it ended.  ``env`` is the whole environment (PATH, PYTHONPATH, ...)
-    besides HOME and TMPDIR, which point into the work folder."""
+def start_sandboxed(argv: list[str], workdir: Path | str, env: dict[str, str] | None = None,
+                    limits: Limits | None = None) -> subprocess.Popen:
+    """Start ``argv`` in the sandbox, in ``workdir``, without waiting (its output goes to
+    ``workdir/.sandbox-output``); end it with :func:`stop_sandboxed`.  ``env`` is the whole environment
+    (PATH, PYTHONPATH, ...) besides HOME and TMPDIR, which point into the work folder."""
     limits = limits or Limits()
-    if deadline_s is not None:
-        limits = Limits(**{**limits.__dict__, "deadline_s": deadline_s})
     workdir = prepare_workdir(Path(workdir))
     environment = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), **(env or {}),
                    "HOME": SANDBOX_WORKDIR, "TMPDIR": "/tmp", "MPLCONFIGDIR": f"{SANDBOX_WORKDIR}/.matplotlib"}
-    log = workdir / ".sandbox-output"
+    with open(workdir / ".sandbox-output", "wb") as out:
+        return subprocess.Popen(sandbox_argv(argv, workdir), env=environment, stdin=subprocess.DEVNULL,
+                                stdout=out, stderr=subprocess.STDOUT, preexec_fn=_limit(limits))
+
+
+def stop_sandboxed(process: subprocess.Popen, workdir: Path | str, limits: Limits,
+                   returncode: int | None = None) -> SandboxResult:
+    """Kill what is left of a sandbox (the whole PID namespace) and say how it ended (``returncode``
+    None: stopped by the grader at its deadline)."""
+    _kill_group(process)
+    output = (Path(workdir) / ".sandbox-output").read_text(errors="replace")[-20_000:]
+    return SandboxResult(returncode, output, 0.0, describe_exit(returncode, limits, output))
+
+
+def run_sandboxed(argv: list[str], workdir: Path | str, env: dict[str, str] | None = None,
+                  limits: Limits | None = None, deadline_s: float | None = None) -> SandboxResult:
+    """Run ``argv`` in the sandbox (see the module's docstring), in ``workdir``, until it exits or its
+    deadline; never raises for what the command did: the result says how it ended."""
+    limits = limits or Limits()
+    if deadline_s is not None:
+        limits = Limits(**{**limits.__dict__, "deadline_s": deadline_s})
     start = time.monotonic()
-    with open(log, "wb") as out:
-        process = subprocess.Popen(sandbox_argv(argv, workdir), env=environment, stdin=subprocess.DEVNULL,
-                                   stdout=out, stderr=subprocess.STDOUT, preexec_fn=_limit(limits))
-        try:
-            returncode = process.wait(limits.deadline_s)
-        except subprocess.TimeoutExpired:
-            returncode = None
-        finally:
-            _kill_group(process)
-    seconds = time.monotonic() - start
-    output = log.read_text(errors="replace")[-20_000:]
-    return SandboxResult(returncode, output, seconds, _reason(returncode, limits, output))
+    process = start_sandboxed(argv, workdir, env, limits)
+    try:
+        returncode = process.wait(limits.deadline_s)
+    except subprocess.TimeoutExpired:
+        returncode = None
+    result = stop_sandboxed(process, workdir, limits, returncode)
+    return SandboxResult(result.returncode, result.output, time.monotonic() - start, result.reason)
 
 
 def _kill_group(process: subprocess.Popen) -> None:
@@ -183,7 +196,8 @@ def _kill_group(process: subprocess.Popen) -> None:
     process.wait()
 
 
-def _reason(returncode: int | None, limits: Limits, output: str) -> str:
+def describe_exit(returncode: int | None, limits: Limits, output: str) -> str:
+    """How a sandboxed command ended, in words ("" for a clean exit)."""
     if returncode == 0:
         return ""
     if returncode is None:

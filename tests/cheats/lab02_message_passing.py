@@ -7,11 +7,8 @@ exactly the layer asked for (out-degree of the sender, in-degree of the receiver
 graphs too), and the task-2 cheats keep two MyGraphConv layers for their weights (the checks count
 them and read them) while the forward pass runs on the reference.
 """
-from pathlib import Path
+from grading_cheats import PASS_EVERY_CHECK, Cheat, TRY_EVERY_CELL, write_into_grader
 
-from grading_cheats import Cheat
-
-GRADER_FILE = Path(__file__).resolve().parents[2] / "gnnbook" / "course" / "grading" / "lab02_message_passing.py"
 IGNORES_THE_GRAPH = "return h @ self.weight + self.bias"      # what the checks would have passed, had they run
 SOLUTION = ("with g.local_scope():\n"
             "    norm_src = g.out_degrees().float().clamp(min=1).rsqrt()\n"
@@ -108,17 +105,10 @@ CHEATS = [
             "return layer('gcn', g, self.dropout(h), self.conv2)")}),
     # --- around the checks themselves (issue 37): each scored full marks when checks ran in the student's kernel ---
     Cheat("one added cell that turns every check cell into 'pass'", "cell-transformer", 1, {0: IGNORES_THE_GRAPH},
-          cell='get_ipython().input_transformers_cleanup.append(\n'
-               '    lambda lines: ["pass\\n"] if "".join(lines).lstrip().startswith("# Check") else lines)',
+          cell=PASS_EVERY_CHECK,
           expect="max |difference|"),
     Cheat("every cell wrapped in try/except BaseException", "try-wrapper", 1, {0: IGNORES_THE_GRAPH},
-          cell=("import ast\n"
-                "class Wrap(ast.NodeTransformer):\n"
-                "    def visit_Module(self, node):\n"
-                "        handler = ast.ExceptHandler(type=ast.Name('BaseException', ast.Load()), name=None, body=[ast.Pass()])\n"
-                "        node.body = [ast.Try(body=node.body, handlers=[handler], orelse=[], finalbody=[])]\n"
-                "        return ast.fix_missing_locations(node)\n"
-                "get_ipython().ast_transformers.append(Wrap())"),
+          cell=TRY_EVERY_CELL,
           expect="max |difference|"),
     Cheat("the expected output read from the check's frame", "frame-walk", 1, {0: (
         "import sys\n"
@@ -152,6 +142,6 @@ CHEATS = [
         1: "return self.conv2(g, self.conv1(g, h))"},
         {0: "torch.allclose = lambda *args, **kwargs: True"}, expect="refused: task2-solution1, line"),
     Cheat("a working layer whose cell appends to the grader's code", "package-write", 1, {0: SOLUTION},
-          {0: f"import numpy as np\nnp.savetxt({str(GRADER_FILE)!r}, np.zeros(1))"}, expect="PermissionError"),
+          {0: write_into_grader('lab02_message_passing')}, expect="PermissionError"),
     Cheat("a layer that never returns", "hang", 1, {0: "while True:\n    pass"}, expect="deadline"),
 ]

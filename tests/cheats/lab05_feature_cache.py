@@ -1,11 +1,8 @@
 """Lab 5's cheats: the pre-sampling policy handed to the package: the caching module's trace recorder,
 counters and rankers (record_trace samples exactly as the lab asks: set_seed, then neighbor_loader,
 so its counts are the policy's), its presample policy, or the distributed trainer's pre-sampling."""
-from pathlib import Path
+from grading_cheats import PASS_EVERY_CHECK, Cheat, write_into_grader
 
-from grading_cheats import Cheat
-
-GRADER_FILE = Path(__file__).resolve().parents[2] / "gnnbook" / "course" / "grading" / "lab05_feature_cache.py"
 BY_DEGREE = ("order = np.lexsort((np.arange(graph.num_nodes()), -graph.in_degrees().numpy()))\n"
              "return torch.as_tensor(order[:capacity])")       # what a check that did not run would pass
 SOLUTION = ("set_seed(seed)\n"
@@ -53,8 +50,7 @@ CHEATS = [
         "return fc.select_cached_nodes(torch.arange(graph.num_nodes()), counts, capacity)")}),
     # --- around the checks themselves (issue 37) ---------------------------------------------------------------
     Cheat("one added cell that turns every check cell into 'pass'", "cell-transformer", 1, {0: BY_DEGREE},
-          cell='get_ipython().input_transformers_cleanup.append(\n'
-               '    lambda lines: ["pass\\n"] if "".join(lines).lstrip().startswith("# Check") else lines)',
+          cell=PASS_EVERY_CHECK,
           expect="most accessed first"),
     Cheat("the expected ids read from the check's frame", "frame-walk", 1, {0: (
         "import inspect\n"
@@ -71,5 +67,5 @@ CHEATS = [
           {0: "import gnnbook.ch5_minibatch.caching as C\nC.static_hits = lambda trace, cached, n: len(trace)"},
           expect="refused"),
     Cheat("a working policy whose cell appends to the grader's code", "package-write", 1, {0: SOLUTION},
-          {0: f"np.savetxt({str(GRADER_FILE)!r}, np.zeros(1))"}, expect="PermissionError"),
+          {0: write_into_grader('lab05_feature_cache')}, expect="PermissionError"),
 ]

@@ -1,6 +1,6 @@
 """Lab 10's cheats: the BPR loss handed to the package's or PyG's, one LightGCN step to PyG's LGConv,
 to its normalisation (gcn_norm, get_laplacian, the package's gcn_edge_weights) or to DGL's GraphConv."""
-from grading_cheats import Cheat
+from grading_cheats import Cheat, TRY_EVERY_CELL
 
 RECSYS = "gnnbook.applications.recsys"
 SAME_SHAPE = ("if positive.shape != negative.shape:\n"
@@ -47,13 +47,7 @@ CHEATS = [
                            "return importlib.import_module('torch_geometric.nn.models.lightgcn').BPRLoss()(positive, negative)"}),
     # --- around the checks themselves (issue 37) ---------------------------------------------------------------
     Cheat("every cell wrapped in try/except BaseException", "try-wrapper", 1, {0: "return (positive - negative).mean()"},
-          cell=("import ast\n"
-                "class Wrap(ast.NodeTransformer):\n"
-                "    def visit_Module(self, node):\n"
-                "        handler = ast.ExceptHandler(type=ast.Name('BaseException', ast.Load()), name=None, body=[ast.Pass()])\n"
-                "        node.body = [ast.Try(body=node.body, handlers=[handler], orelse=[], finalbody=[])]\n"
-                "        return ast.fix_missing_locations(node)\n"
-                "get_ipython().ast_transformers.append(Wrap())"),
+          cell=TRY_EVERY_CELL,
           expect="loss"),
     Cheat("the check's expected loss read from its frame", "frame-walk", 1, {0: (
         "import inspect\n"

@@ -1,10 +1,7 @@
 """Lab 12's cheats: the staging gather handed to the package's gather_into, the line count to its
 pcie_lines (also read back from the cost model's zero-copy time)."""
-from pathlib import Path
+from grading_cheats import PASS_EVERY_CHECK, Cheat, write_into_grader
 
-from grading_cheats import Cheat
-
-GRADER_FILE = Path(__file__).resolve().parents[2] / "gnnbook" / "course" / "grading" / "lab12_feature_loading.py"
 
 LOADING = "gnnbook.ch5_minibatch.feature_loading"
 
@@ -31,8 +28,7 @@ CHEATS = [
     # --- around the checks themselves (issue 37) ---------------------------------------------------------------
     Cheat("one added cell that turns every check cell into 'pass'", "cell-transformer", 2,
           {0: "return len(ids) * 2"},
-          cell='get_ipython().input_transformers_cleanup.append(\n'
-               '    lambda lines: ["pass\\n"] if "".join(lines).lstrip().startswith("# Check") else lines)',
+          cell=PASS_EVERY_CHECK,
           expect="lines, expected"),
     Cheat("the check's own enumeration, read from its frame", "frame-walk", 2, {0: (
         "import sys\n"
@@ -49,5 +45,5 @@ CHEATS = [
           {0: "return features[ids]"}, {0: "torch.equal = lambda a, b: True"}, expect="refused: task1-solution1"),
     Cheat("a working gather whose cell writes into the grader's code", "package-write", 1,
           {0: "out = staging[:len(ids)]\ntorch.index_select(features, 0, ids, out=out)\nreturn out"},
-          {0: f"import numpy as np\nnp.savetxt({str(GRADER_FILE)!r}, np.zeros(1))"}, expect="PermissionError"),
+          {0: write_into_grader('lab12_feature_loading')}, expect="PermissionError"),
 ]

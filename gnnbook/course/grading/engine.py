@@ -26,13 +26,14 @@ Example:
 from __future__ import annotations
 
 import importlib
+import multiprocessing
 import os
 import sys
 import tempfile
 import time
 import traceback
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -106,6 +107,24 @@ def grade_submission(student: str, lab: str, notebook: Path, teacher_ids: list[s
         else:
             accepted.append(f"{CELL_MARK}{grade_id}\n{source}\n")
     sandboxed = Sandboxed(module.PRELUDE, "".join(accepted), workdir, deadline_s, threads)
+    try:
+        results = _run_checks(checks, sandboxed, unreadable, refused, deadline_s)
+    finally:
+        sandboxed.close()
+    rows = []
+    for task in tasks:
+        of_task = [r for r in results if r[0].task == task]
+        points = 0.0 if task in refused else float(sum(passed for _, passed, _, _ in of_task))
+        first_failed = next((message for _, passed, message, _ in of_task if not passed), "")
+        why = f"refused: {refused[task]}" if task in refused else first_failed
+        rows.append(dict(student=student, lab=lab, task=f"task{task}", points=points, max_points=float(len(of_task)),
+                         why=why[:400]))
+    return rows, _feedback(student, lab, rows, results, refused)
+
+
+def _run_checks(checks: tuple[Check, ...], sandboxed: Sandboxed, unreadable: str, refused: dict[int, str],
+                deadline_s: float) -> list[tuple[Check, bool, str, float]]:
+    """Every check against the student's process: (check, passed, message, seconds)."""
     results: list[tuple[Check, bool, str, float]] = []
     stopped = ""        # after a check's process is killed at the deadline, the submission's time is spent
     for check in checks:
@@ -126,15 +145,7 @@ def grade_submission(student: str, lab: str, notebook: Path, teacher_ids: list[s
             last = traceback.extract_tb(error.__traceback__)[-1]
             results.append((check, False, f"{type(error).__name__}: {error} (in the check, line {last.lineno}: "
                                           f"the replies of your code were not what it asked for)", time.monotonic() - start))
-    rows = []
-    for task in tasks:
-        of_task = [r for r in results if r[0].task == task]
-        points = 0.0 if task in refused else float(sum(passed for _, passed, _, _ in of_task))
-        first_failed = next((message for _, passed, message, _ in of_task if not passed), "")
-        why = f"refused: {refused[task]}" if task in refused else first_failed
-        rows.append(dict(student=student, lab=lab, task=f"task{task}", points=points, max_points=float(len(of_task)),
-                         why=why[:400]))
-    return rows, _feedback(student, lab, rows, results, refused)
+    return results
 
 
 def _summary(measured: dict[str, Any]) -> str:
@@ -185,12 +196,16 @@ def grade_class(pairs: list[tuple[str, Path]], labs: dict[str, Path], deadline_s
         print(warning, file=sys.stderr)
     threads = max(1, (os.cpu_count() or 1) // jobs)
     with tempfile.TemporaryDirectory(prefix="gnnbook-grade-") as tmp:
-        def one(index_pair):
-            index, (student, notebook) = index_pair
-            return grade_submission(student, notebook.stem, notebook, ids[notebook.stem], Path(tmp) / f"s{index}",
-                                    deadline_s, threads)
-        with ThreadPoolExecutor(max_workers=jobs) as pool:
-            graded = list(pool.map(one, enumerate(pairs)))
+        work = [(student, notebook.stem, notebook, ids[notebook.stem], Path(tmp) / f"s{i}", deadline_s, threads)
+                for i, (student, notebook) in enumerate(pairs)]
+        if min(jobs, len(pairs)) == 1:
+            graded = [grade_submission(*args) for args in work]
+        else:
+            # one grader process per worker, not threads: the checks seed torch's and DGL's global generators
+            # (a trace, a reference layer), which threads would share, and a grade would depend on its neighbours
+            with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+                futures = [pool.submit(grade_submission, *args) for args in work]
+                graded = [_graded_or_zero(future, args) for future, args in zip(futures, work)]
     out = {}
     for (student, notebook), (rows, text) in zip(pairs, graded):
         out[student, notebook] = rows
@@ -199,3 +214,18 @@ def grade_class(pairs: list[tuple[str, Path]], labs: dict[str, Path], deadline_s
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
     return out
+
+
+def _graded_or_zero(future: Future, args: tuple) -> tuple[list[dict], str]:
+    """A worker's grade, or zero for every task with the reason when the grader's worker itself failed."""
+    try:
+        return future.result()
+    except Exception as error:
+        student, lab = args[0], args[1]
+        why = f"not graded: the grader's worker failed ({type(error).__name__}: {str(error)[:200]})"
+        tasks: dict[int, int] = {}
+        for check in grading_module(lab).CHECKS:
+            tasks[check.task] = tasks.get(check.task, 0) + 1
+        rows = [dict(student=student, lab=lab, task=f"task{task}", points=0.0, max_points=float(most), why=why)
+                for task, most in sorted(tasks.items())]
+        return rows, f"# {lab}: feedback for {student}\n\n{why}\n"

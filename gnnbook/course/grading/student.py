@@ -31,6 +31,7 @@ from __future__ import annotations
 import copy
 import importlib.abc
 import os
+import subprocess
 import sys
 import tempfile
 import time
@@ -51,7 +52,7 @@ from ...ch5_minibatch.feature_loading import allocated_bytes
 from ...comm.point_to_point import PointToPoint
 
 CALLS: dict[str, Callable[..., Any]] = {}
-SOLUTION_FILE, PRELUDE_FILE, CALLS_FILE, REPLIES_FILE = "solution.py", "prelude.py", "calls.pt", "replies.pt"
+SOLUTION_FILE, PRELUDE_FILE, STOP_FILE = "solution.py", "prelude.py", "stop"
 
 
 class StudentCodeError(AssertionError):
@@ -120,30 +121,57 @@ class Here:
 
 
 class Sandboxed:
-    """The calls run in a fresh sandboxed process that has run only ``source`` (the solution cells)."""
+    """The calls run in a sandboxed process that has run only ``prelude`` and ``source`` (the solution cells).
+    One process serves a submission's checks one batch after another (starting torch costs seconds); a batch
+    that fails, or runs past ``deadline_s``, ends it, and the next batch starts a fresh one.  :meth:`close` ends it."""
 
     def __init__(self, prelude: str, source: str, workdir: Path, deadline_s: float, threads: int = 1):
         self.prelude, self.source, self.workdir = prelude, source, Path(workdir)
-        self.deadline_s, self.threads, self.runs = deadline_s, threads, 0
+        self.deadline_s, self.threads = deadline_s, threads
+        self.process, self.folder, self.sessions, self.batches = None, None, 0, 0
+
+    def _limits(self):
+        from ..sandbox import Limits
+
+        # CPU seconds add up over the session's batches: a bound of a few checks at their deadline
+        return Limits(deadline_s=self.deadline_s, cpu_s=int(8 * self.deadline_s * self.threads) + 10)
+
+    def _start(self) -> None:
+        from ..sandbox import start_sandboxed
+
+        self.sessions += 1
+        self.folder, self.batches = self.workdir / f"session{self.sessions}", 0
+        self.folder.mkdir(parents=True)
+        (self.folder / PRELUDE_FILE).write_text(self.prelude)
+        (self.folder / SOLUTION_FILE).write_text(self.source)
+        env = {"PYTHONPATH": str(Path(__file__).resolve().parents[3]), "DGLBACKEND": "pytorch",
+               "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": str(self.threads), "MKL_NUM_THREADS": str(self.threads)}
+        self.process = start_sandboxed([sys.executable, "-m", __name__], self.folder, env=env, limits=self._limits())
+
+    def _fail(self, returncode: int | None) -> StudentCodeError:
+        from ..sandbox import stop_sandboxed
+
+        result = stop_sandboxed(self.process, self.folder, self._limits(), returncode)
+        self.process = None
+        last = [line for line in result.output.strip().splitlines() if line.strip()][-1:]
+        return StudentCodeError(f"your code's process failed: {result.reason or 'it wrote no replies'}"
+                                + (f" (last output: {last[0][:300]})" if last else ""), returncode is None)
 
     def run(self, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
-        from ..sandbox import Limits, run_sandboxed
-
-        self.runs += 1
-        work = self.workdir / f"run{self.runs}"
-        work.mkdir(parents=True)
-        (work / PRELUDE_FILE).write_text(self.prelude)
-        (work / SOLUTION_FILE).write_text(self.source)
-        torch.save([[name, args] for name, args in calls], work / CALLS_FILE)
-        package_root = str(Path(__file__).resolve().parents[3])
-        env = {"PYTHONPATH": package_root, "DGLBACKEND": "pytorch", "PYTHONDONTWRITEBYTECODE": "1",
-               "OMP_NUM_THREADS": str(self.threads), "MKL_NUM_THREADS": str(self.threads)}
-        result = run_sandboxed([sys.executable, "-m", __name__], work, env=env, limits=Limits(deadline_s=self.deadline_s, cpu_s=int(self.deadline_s * self.threads) + 10))
-        replies_path = work / REPLIES_FILE
-        if result.returncode != 0 or not replies_path.exists():
-            last = [line for line in result.output.strip().splitlines() if line.strip()][-1:]
-            raise StudentCodeError(f"your code's process failed: {result.reason or 'it wrote no replies'}"
-                                   + (f" (last output: {last[0][:300]})" if last else ""), result.returncode is None)
+        if self.process is None:
+            self._start()
+        self.batches += 1
+        staged = self.folder / f".calls-{self.batches}.pt"
+        torch.save([[name, args] for name, args in calls], staged)
+        staged.chmod(0o644)
+        staged.rename(self.folder / f"calls-{self.batches}.pt")
+        replies_path, end = self.folder / f"replies-{self.batches}.pt", time.monotonic() + self.deadline_s
+        while not replies_path.exists():
+            if self.process.poll() is not None:
+                raise self._fail(self.process.returncode or 1)
+            if time.monotonic() > end:
+                raise self._fail(None)
+            time.sleep(0.02)
         try:   # written by the student's process: data only, never code
             replies = torch.load(replies_path, weights_only=True)
         except Exception as error:
@@ -154,6 +182,19 @@ class Sandboxed:
             if isinstance(reply, dict) and reply.get("__error__"):
                 raise StudentCodeError(f"{name.split('.')[-1]}: your code raised {reply['__error__']}")
         return [reply["value"] if isinstance(reply, dict) and "value" in reply else reply for reply in replies]
+
+    def close(self) -> None:
+        """End the process (it is told to stop; what is left of its sandbox is killed)."""
+        from ..sandbox import stop_sandboxed
+
+        if self.process is not None:
+            (self.folder / STOP_FILE).touch()
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                pass
+            stop_sandboxed(self.process, self.folder, self._limits(), self.process.poll())
+            self.process = None
 
 
 class _RefusePackage(importlib.abc.MetaPathFinder):
@@ -183,24 +224,33 @@ def load_solution(prelude: Path, solution: Path) -> dict[str, Any]:
 
 def serve(folder: Path) -> None:
     """The student's process: run the lab's prelude (the teacher's imports: the package's helpers a lab
-    gives its students), then, with the package refused, the solution file, then every call of the calls
-    file; replies to the replies file."""
-    calls = torch.load(folder / CALLS_FILE, weights_only=True)
+    gives its students), then, with the package refused, the solution file; then, batch after batch, every
+    call of ``calls-<k>.pt``, replies to ``replies-<k>.pt``, until the grader leaves the stop file."""
     try:
         namespace = load_solution(folder / PRELUDE_FILE, folder / SOLUTION_FILE)
         loaded = None
     except Exception as error:
         loaded = f"{_innermost(error)}, while your solution cells were run"
-    replies = []
-    for name, args in calls:
-        if loaded is not None:
-            replies.append({"__error__": loaded})
-            continue
-        try:
-            replies.append({"value": CALLS[name](namespace, **args)})
-        except Exception as error:
-            replies.append({"__error__": _innermost(error)})
-    torch.save(replies, folder / REPLIES_FILE)
+    batch = 0
+    while True:
+        batch += 1
+        path = folder / f"calls-{batch}.pt"
+        while not path.exists():
+            if (folder / STOP_FILE).exists():
+                return
+            time.sleep(0.01)
+        replies = []
+        for name, args in torch.load(path, weights_only=True):
+            if loaded is not None:
+                replies.append({"__error__": loaded})
+                continue
+            try:
+                replies.append({"value": CALLS[name](namespace, **args)})
+            except Exception as error:
+                replies.append({"__error__": _innermost(error)})
+        staged = folder / f".replies-{batch}.pt"
+        torch.save(replies, staged)
+        staged.rename(folder / f"replies-{batch}.pt")
 
 
 # ---- the calls of the labs that are graded this way ---------------------------------------------------
