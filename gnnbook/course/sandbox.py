@@ -188,12 +188,25 @@ def run_sandboxed(argv: list[str], workdir: Path | str, env: dict[str, str] | No
 
 def _kill_group(process: subprocess.Popen) -> None:
     """SIGKILL the sandbox's session: unshare, and through --kill-child the PID namespace's first process,
-    whose death ends every process in the namespace."""
+    whose death ends every process in the namespace; returns once every process it had started is gone
+    (SIGKILL is delivered asynchronously: a fork bomb's children die a moment after their parent)."""
+    import psutil
+
+    try:
+        started = psutil.Process(process.pid).children(recursive=True)
+    except psutil.Error:
+        started = []
     try:
         os.killpg(process.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):
         pass
+    for child in started:
+        try:
+            child.kill()
+        except psutil.Error:
+            pass
     process.wait()
+    psutil.wait_procs(started, timeout=10)
 
 
 def describe_exit(returncode: int | None, limits: Limits, output: str) -> str:
