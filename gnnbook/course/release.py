@@ -120,7 +120,7 @@ def autograde(submissions: Path, labs: list[Path], grades_csv: Path, autograded:
         here = [(s, nb) for s, nb in pairs if nb.stem in isolated]
         if here:
             try:
-                graded |= grade_class(here, isolated, check_deadline_s or cell_timeout_s, jobs, feedback)
+                graded |= grade_class(here, isolated, check_deadline_s or cell_timeout_s, feedback)
             except ValueError as exc:
                 raise ReleaseError(str(exc)) from None
         with_nbgrader = [(s, nb) for s, nb in pairs if nb.stem not in isolated]

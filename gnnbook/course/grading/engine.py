@@ -13,7 +13,8 @@ For a lab whose grading module (``gnnbook.course.grading.<lab>``) defines ``CHEC
    and names the line, in the grade table and the feedback, whether or not its checks would pass;
 3. runs every check of the lab *in this process* (the grader, which never runs student code) against a
    :class:`~gnnbook.course.grading.student.Sandboxed` student: the prelude and the accepted solution
-   cells, in a fresh sandboxed process per check (:mod:`gnnbook.course.sandbox`);
+   cells, in one sandboxed process per submission that serves its checks one after another (a fresh one
+   after a check whose process failed; :mod:`gnnbook.course.sandbox`);
 4. scores one point per passed check and writes the feedback: every check, passed or with its message.
 
 Example:
@@ -31,6 +32,7 @@ import sys
 import tempfile
 import time
 import traceback
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -171,23 +173,18 @@ def teacher_grade_ids(lab: Path) -> tuple[list[str], dict[int, int]]:
     ValueError when the grading module's checks do not match the notebook's check cells."""
     annotated = annotate(nbformat.read(lab, as_version=4), lab.name)
     ids = [c.metadata.nbgrader["grade_id"] for c in annotated.cells if "nbgrader" in c.metadata]
-    cells_per_task: dict[int, int] = {}
-    for grade_id in ids:
-        if "check" in grade_id:
-            cells_per_task[_task(grade_id)] = cells_per_task.get(_task(grade_id), 0) + 1
-    checks_per_task: dict[int, int] = {}
-    for check in grading_module(lab.stem).CHECKS:
-        checks_per_task[check.task] = checks_per_task.get(check.task, 0) + 1
+    cells_per_task = dict(Counter(_task(grade_id) for grade_id in ids if "check" in grade_id))
+    checks_per_task = dict(Counter(check.task for check in grading_module(lab.stem).CHECKS))
     if checks_per_task != cells_per_task:
         raise ValueError(f"{lab.name}: the notebook has check cells per task {cells_per_task}, its grading module "
                          f"{checks_per_task}: one check cell per Check of {__package__}.{lab.stem}.CHECKS")
     return [i for i in ids if "solution" in i], cells_per_task
 
 
-def grade_class(pairs: list[tuple[str, Path]], labs: dict[str, Path], deadline_s: float, jobs: int = 1,
+def grade_class(pairs: list[tuple[str, Path]], labs: dict[str, Path], deadline_s: float,
                 feedback: Path | None = None) -> dict[tuple[str, Path], list[dict]]:
-    """Grade every ``(student, notebook)`` of labs graded here, one after another (``jobs`` is for the labs
-    nbgrader executes); writes ``feedback/<student>/<lab>.md`` when given."""
+    """Grade every ``(student, notebook)`` of labs graded here, one after another; writes
+    ``feedback/<student>/<lab>.md`` when given."""
     ids = {name: teacher_grade_ids(labs[name])[0] for name in {nb.stem for _, nb in pairs}}
     warning = sandbox_warning()
     if warning:
@@ -196,7 +193,6 @@ def grade_class(pairs: list[tuple[str, Path]], labs: dict[str, Path], deadline_s
     # (multiprocessing) leaves its resource tracker behind for the caller's life, and threads would share the
     # global generators the checks seed (a grade would then depend on what was graded beside it).  The
     # student's processes start in a second or two; their checks are what takes the time.
-    del jobs
     threads = os.cpu_count() or 1
     with tempfile.TemporaryDirectory(prefix="gnnbook-grade-") as tmp:
         graded = [grade_submission(student, notebook.stem, notebook, ids[notebook.stem], Path(tmp) / f"s{i}",

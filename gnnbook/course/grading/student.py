@@ -50,6 +50,7 @@ from ...base.seeding import set_seed
 from ...base.worker import function_file
 from ...ch5_minibatch.feature_loading import allocated_bytes
 from ...comm.point_to_point import PointToPoint
+from ..sandbox import Limits, start_sandboxed, stop_sandboxed
 
 CALLS: dict[str, Callable[..., Any]] = {}
 SOLUTION_FILE, PRELUDE_FILE, STOP_FILE = "solution.py", "prelude.py", "stop"
@@ -131,14 +132,10 @@ class Sandboxed:
         self.process, self.folder, self.sessions, self.batches = None, None, 0, 0
 
     def _limits(self):
-        from ..sandbox import Limits
-
         # CPU seconds add up over the session's batches: a bound of a few checks at their deadline
         return Limits(deadline_s=self.deadline_s, cpu_s=int(8 * self.deadline_s * self.threads) + 10)
 
     def _start(self) -> None:
-        from ..sandbox import start_sandboxed
-
         self.sessions += 1
         self.folder, self.batches = self.workdir / f"session{self.sessions}", 0
         self.folder.mkdir(parents=True)
@@ -149,8 +146,6 @@ class Sandboxed:
         self.process = start_sandboxed([sys.executable, "-m", __name__], self.folder, env=env, limits=self._limits())
 
     def _fail(self, returncode: int | None) -> StudentCodeError:
-        from ..sandbox import stop_sandboxed
-
         result = stop_sandboxed(self.process, self.folder, self._limits(), returncode)
         self.process = None
         last = [line for line in result.output.strip().splitlines() if line.strip()][-1:]
@@ -185,8 +180,6 @@ class Sandboxed:
 
     def close(self) -> None:
         """End the process (it is told to stop; what is left of its sandbox is killed)."""
-        from ..sandbox import stop_sandboxed
-
         if self.process is not None:
             (self.folder / STOP_FILE).touch()
             try:
