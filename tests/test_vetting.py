@@ -33,6 +33,9 @@ REFUSED = {
     "from torch.utils.cpp_extension import load_inline": "import from 'torch.utils.cpp_extension'",
     "import math as m\nm.pi = 3": "assignment to 'm.pi'",
     "def broken(:": "a syntax error",
+    "self = torch\nself.load = 1": "assignment to 'self.load'",                       # not a method's self
+    "def forward(ctx, h):\n    ctx = torch\n    ctx.load = 1": "assignment to 'ctx.load'",   # ctx rebound
+    "def forward(h, ctx):\n    ctx.rows = 1": "assignment to 'ctx.rows'",                # not the first parameter
 }
 
 
@@ -49,6 +52,12 @@ def test_what_a_solution_needs_passes():
                "    def __init__(self):\n        super().__init__()\n        self.w = torch.nn.Parameter(torch.ones(2))\n"
                "    def forward(self, g, h):\n        g.ndata['h'] = h\n        g.update_all(fn.copy_u('h', 'm'), fn.sum('m', 'h'))\n"
                "        return g.ndata['h'] * math.sqrt(2)\nfor _ in range(2):\n    _x = 1\n", POLICY) == []
+
+
+def test_an_autograd_function_may_keep_its_state_on_ctx():
+    assert vet("import torch\nclass Exchange(torch.autograd.Function):\n    @staticmethod\n"
+               "    def forward(ctx, h, part):\n        ctx.part, ctx.rows = part, h.shape[0]\n        return h\n"
+               "    @staticmethod\n    def backward(ctx, grad):\n        return grad[:ctx.rows], None\n", POLICY) == []
 
 
 @pytest.mark.parametrize("lab", [lab for lab in default_labs(ROOT) if grading_module(lab.stem) is not None],

@@ -19,7 +19,8 @@ communicator.  :func:`vet` parses the solution cells and refuses, naming the lin
 - any attribute that starts with an underscore (``sys._getframe``, ``f.__code__``, ``obj.__dict__``,
   ``torch._C``) and any name that starts with two (``__builtins__``), ``__init__`` and ``__name__`` aside
   (``for _ in ...`` is fine);
-- an assignment to an attribute of anything but ``self`` (``torch.allclose = ...``, ``F.relu = ...``).
+- an assignment to an attribute of anything but a method's ``self`` or an autograd function's ``ctx``
+  (``torch.allclose = ...``, ``F.relu = ...``).
 
 An allow-list, not a list of known tricks: what a solution needs is short, and anything else is
 named so that a student who needed it can ask.
@@ -29,7 +30,7 @@ Example:
     >>> [r.line for r in vet("import torch\\nx = torch.ones(2)\\nimport sys\\ny = sys._getframe(1)", policy)]
     [3, 4]
     >>> vet("torch.allclose = lambda *a: True", policy)[0].what
-    "assignment to 'torch.allclose' (only attributes of self may be set)"
+    "assignment to 'torch.allclose' (only attributes of a method's self, or an autograd function's ctx, may be set)"
 """
 from __future__ import annotations
 
@@ -85,6 +86,28 @@ def _allowed_module(name: str, policy: Policy) -> bool:
     return any(name == m or name.startswith(m + ".") for m in policy.modules)
 
 
+SETTABLE = ("self", "ctx")     # the first parameter of a method, or of an autograd Function's forward/backward
+
+
+def _settable_stores(tree: ast.AST) -> set[int]:
+    """The attribute stores on a function's own first parameter when it is named ``self`` or ``ctx`` and the
+    function never rebinds that name (``ctx = torch`` would make ``ctx.load = ...`` a patch of torch)."""
+    allowed: set[int] = set()
+    for function in ast.walk(tree):
+        if not isinstance(function, (ast.FunctionDef, ast.AsyncFunctionDef)) or not function.args.args:
+            continue
+        first = function.args.args[0].arg
+        body = [node for statement in function.body for node in ast.walk(statement)]
+        if first not in SETTABLE or any(isinstance(n, ast.Name) and n.id == first and not isinstance(n.ctx, ast.Load)
+                                        for n in body):
+            continue
+        for node in body:
+            if isinstance(node, ast.Attribute) and not isinstance(node.ctx, ast.Load) and \
+                    (_dotted(node) or "").split(".")[0] == first:
+                allowed.add(id(node))
+    return allowed
+
+
 def vet(source: str, policy: Policy) -> list[Refusal]:
     """Every refused construct of ``source`` (solution code), in line order; [] for a clean solution.
     A syntax error is one refusal (the code could not be read, so nothing of it is run)."""
@@ -116,6 +139,7 @@ def vet(source: str, policy: Policy) -> list[Refusal]:
                         full == p or full.startswith(p + ".") for p in REFUSED_PREFIXES):
                     refuse(node, f"import of {full!r}")
                 aliases[alias.asname or alias.name] = full
+    settable = _settable_stores(tree)
     for node in ast.walk(tree):
         if isinstance(node, ast.Name):
             if node.id in REFUSED_BUILTINS:
@@ -136,10 +160,10 @@ def vet(source: str, policy: Policy) -> list[Refusal]:
                 prefix = next((p for p in REFUSED_PREFIXES if full == p or full.startswith(p + ".")), None)
                 if prefix is not None:
                     refuse(node, f"{dotted!r} (in {prefix!r}, which lab solutions may not use)")
-            if isinstance(node.ctx, (ast.Store, ast.Del)):
+            if isinstance(node.ctx, (ast.Store, ast.Del)) and id(node) not in settable:
                 target = _dotted(node)
-                if target is None or target.split(".")[0] != "self":
-                    refuse(node, f"assignment to {target or 'an attribute'!r} (only attributes of self may be set)")
+                refuse(node, f"assignment to {target or 'an attribute'!r} (only attributes of a method's self, or "
+                             f"an autograd function's ctx, may be set)")
         elif isinstance(node, (ast.Global, ast.Nonlocal)):
             refuse(node, "a global or nonlocal statement")
     return [found[line] for line in sorted(found)]

@@ -1,4 +1,5 @@
-"""Lab 6's cheats: the exchange handed to the package's HaloExchange; the bytes handed to its formula."""
+"""Lab 6's cheats: the exchange handed to the package's HaloExchange; the bytes handed to its formula; the halo rows
+read around the exchange (a rank's inputs left on disk: tests/test_lab06.py)."""
 from grading_cheats import Cheat
 
 CHEATS = [
@@ -27,4 +28,9 @@ CHEATS = [
               "v = g.Volume(sent=(rows_sent + rows_received) * hidden * 4, messages_sent=2 * (world_size - 1),\n"
               "             messages_received=2 * (world_size - 1))\n"
               "return v.wire_sent"}),
+    # --- around the checks themselves (issue 37) ---------------------------------------------------------------
+    Cheat("the halo rows read from the rank's frames", "frame-walk", 1, {0: (
+        "import inspect\n"
+        "data = inspect.currentframe().f_back.f_locals['data']\n"
+        "return (data['x'] @ data['weight'])[:len(part.halo)]")}, expect="refused: task1-solution1"),
 ]

@@ -5,12 +5,13 @@ imports it from here: it cannot import a notebook cell).  One module per lab, na
 - ``lab03_collectives``: a hand-written all-reduce, on real ranks started inside the student's sandbox;
 - ``lab04_minibatch``: a minibatch training step, and a batch size and fanouts chosen;
 - ``lab05_feature_cache``: a pre-sampling cache policy, checked;
-- ``lab06_halo_exchange``: one GCN layer with the student's halo exchange, on real ranks;
+- ``lab06_halo_exchange``: one GCN layer with the student's halo exchange, on real ranks started inside the sandbox;
 - ``lab10_recommendation``: the BPR loss and one LightGCN propagation step;
 - ``lab12_feature_loading``: a gather into a reused buffer, and a zero-copy read's PCIe lines;
 - ``engine``: grades a lab whose module defines ``CHECKS`` outside the student's kernel;
-- ``student``: the student's side of that grading, a process that runs only the solution cells.
+- ``student``: the student's side of that grading, a process that runs only the solution cells;
+- ``ranks``: the student's side of the labs that run real ranks (each loads the solution itself).
 """
 
 __all__ = ["engine", "lab02_message_passing", "lab03_collectives", "lab04_minibatch", "lab05_feature_cache",
-           "lab06_halo_exchange", "lab10_recommendation", "lab12_feature_loading", "student"]
+           "lab06_halo_exchange", "lab10_recommendation", "lab12_feature_loading", "ranks", "student"]

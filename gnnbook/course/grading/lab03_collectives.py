@@ -6,7 +6,7 @@ Used in: chapters/05d_communication.ipynb, labs/lab03_collectives.ipynb.
 
 The student writes ``ring_all_reduce(tensor, comm)``.  The checks ask the student (in the autograder a
 sandboxed process, which starts the ranks inside its sandbox; here the notebook) to run it on ``N``
-real ranks (:func:`~gnnbook.course.grading.student.lab03_rank`): each rank sums a seeded tensor of its
+real ranks (:func:`~gnnbook.course.grading.ranks.lab03_rank`): each rank sums a seeded tensor of its
 own through a :class:`~gnnbook.comm.point_to_point.PointToPoint` (``send``/``recv``/``isend``/``irecv``
 and nothing else) and reports its result, its messages' payload and what its sockets carried.  The
 checks make every rank's tensor here, add them up, and compare: :func:`check_ring_sum` the sums,
@@ -31,7 +31,8 @@ import torch.distributed as dist
 from ...base.worker import load_function
 from ..vetting import Policy
 from .engine import Check
-from .student import LAB03_PRELUDE, P2P_OPS, Here, lab03_tensor, ring_row
+from .ranks import LAB03_PRELUDE, P2P_OPS, lab03_tensor, ring_row
+from .student import Here
 
 __all__ = ["CHECKS", "Here", "P2P_OPS", "POLICY", "PRELUDE", "check_all_reduce", "check_ring_sum",
            "check_ring_traffic"]

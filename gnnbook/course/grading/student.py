@@ -2,8 +2,8 @@
 
 Book: none (autograding).
 
-Used in: no notebook directly (labs 2, 3, 5, 10 and 12 call :class:`Here` through their grading modules; the autograder
-:class:`Sandboxed`).
+Used in: no notebook directly (labs 2, 3, 5, 6, 10 and 12 call :class:`Here` through their grading modules; the
+autograder :class:`Sandboxed`).  The calls of the labs that run real ranks are in :mod:`.ranks`.
 
 A lab's check (in ``gnnbook.course.grading.<lab>``) holds the inputs, the expected values, the
 thresholds and the references; it never runs student code itself.  It asks a *student* to make
@@ -13,7 +13,7 @@ a graph as :func:`graph_payload`), uses the student's classes or functions, and 
 
 - :class:`Sandboxed` (the autograder): the solution cells, and nothing else of the notebook, run in a
   fresh process in :func:`gnnbook.course.sandbox.run_sandboxed` (``python -m
-  gnnbook.course.grading.student``), which refuses to import the package beyond this module and
+  gnnbook.course.grading``, :mod:`.__main__`), which refuses to import the package beyond this module and
   answers the calls through files (``torch.save``; read back with ``weights_only=True``).  Whatever
   the solution patches is patched in that process only.
 - :class:`Here` (the lab notebook's own check cells): the same calls on the notebook's namespace, so a
@@ -30,10 +30,8 @@ from __future__ import annotations
 
 import copy
 import importlib.abc
-import os
 import subprocess
 import sys
-import tempfile
 import time
 import traceback
 from collections.abc import Callable
@@ -45,11 +43,8 @@ import numpy
 import torch
 import torch.nn.functional as F
 
-from ...base.launch import run
 from ...base.seeding import set_seed
-from ...base.worker import function_file
 from ...ch5_minibatch.feature_loading import allocated_bytes
-from ...comm.point_to_point import PointToPoint
 from ..sandbox import Limits, start_sandboxed, stop_sandboxed
 
 CALLS: dict[str, Callable[..., Any]] = {}
@@ -101,7 +96,9 @@ def _innermost(error: BaseException) -> str:
                 cell, lineno = lines[at][len(CELL_MARK):], lineno - at - 1
                 break
         where = f" ({cell}, line {lineno}: {frames[-1].line})"
-    message = str(error)[:300]
+    message = str(error).strip()
+    if len(message) > 400:      # a rank's failure ends with its log: keep the start and the error at the end
+        message = f"{message[:200]} ... {message[-200:]}"
     return f"{type(error).__name__}{': ' + message if message else ''}{where}"
 
 
@@ -143,7 +140,7 @@ class Sandboxed:
         (self.folder / SOLUTION_FILE).write_text(self.source)
         env = {"PYTHONPATH": str(Path(__file__).resolve().parents[3]), "DGLBACKEND": "pytorch",
                "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": str(self.threads), "MKL_NUM_THREADS": str(self.threads)}
-        self.process = start_sandboxed([sys.executable, "-m", __name__], self.folder, env=env, limits=self._limits())
+        self.process = start_sandboxed([sys.executable, "-m", __package__], self.folder, env=env, limits=self._limits())
 
     def _fail(self, returncode: int | None) -> StudentCodeError:
         result = stop_sandboxed(self.process, self.folder, self._limits(), returncode)
@@ -232,8 +229,10 @@ def serve(folder: Path) -> None:
             if (folder / STOP_FILE).exists():
                 return
             time.sleep(0.01)
+        calls = torch.load(path, weights_only=True)
+        path.unlink()       # a multi-process lab's inputs are in memory only, where its ranks cannot read them
         replies = []
-        for name, args in torch.load(path, weights_only=True):
+        for name, args in calls:
             if loaded is not None:
                 replies.append({"__error__": loaded})
                 continue
@@ -394,59 +393,3 @@ def _lab10_bpr_error(ns, positive: torch.Tensor, negative: torch.Tensor) -> str:
 @call("lab10.propagate")
 def _lab10_propagate(ns, edge_index: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
     return torch.as_tensor(ns["my_propagate"](edge_index, h)).detach().float()
-
-
-LAB03_PRELUDE = "import torch\n"
-P2P_OPS = ("send", "recv")
-
-
-def lab03_tensor(seed: int, rank: int, size: int) -> torch.Tensor:
-    """The tensor rank ``rank`` sums in lab 3's checks (the grader makes every rank's to know the sum)."""
-    return torch.randn(size, generator=torch.Generator().manual_seed(seed + 7919 * rank + size))
-
-
-def ring_row(fn: Callable[..., Any], tensor: torch.Tensor) -> dict[str, Any]:
-    """``fn(tensor, comm)`` on a :class:`~gnnbook.comm.point_to_point.PointToPoint` (``send``/``recv``/``isend``/
-    ``irecv`` and nothing else): the result, the payload of the messages, the bytes the rank's sockets really
-    carried meanwhile (``wire_*``) and the bytes its messages explain (payload + gloo's headers)."""
-    p2p = PointToPoint()                 # a quiet point: the wire is measured from here ...
-    t0 = time.perf_counter()
-    out = fn(tensor, p2p)
-    seconds = time.perf_counter() - t0
-    summary = p2p._counter.summary()     # ... to here, after every rank returned
-    out = tensor if out is None else torch.as_tensor(out)
-    ops = summary["by_op"]
-    explained = [sum(ops[op][f"expected_{d}"] for op in P2P_OPS if op in ops) for d in ("sent", "received")]
-    return {"size": tensor.numel(), "bytes": tensor.numel() * tensor.element_size(), "result": out.detach().clone(),
-            "sent": summary["formula_sent"], "received": summary["formula_received"],
-            "wire_sent": summary["sent"], "wire_received": summary["received"],
-            "explained_sent": explained[0], "explained_received": explained[1], "ops": sorted(ops), "seconds": seconds}
-
-
-def lab03_rank(prelude: str, solution: str, sizes: list[int], seed: int) -> list[dict[str, Any]]:
-    """One rank of lab 3's checks: the solution loaded as the student's process loads it, then for every size
-    :func:`ring_row` on this rank's :func:`lab03_tensor`."""
-    import torch.distributed as dist
-
-    fn = load_solution(Path(prelude), Path(solution))["ring_all_reduce"]
-    return [ring_row(fn, lab03_tensor(seed, dist.get_rank(), size)) for size in sizes]
-
-
-@call("lab03.ring")
-def _lab03_ring(ns, world_size: int, sizes: list[int], seed: int, deadline_s: float) -> list[list[dict[str, Any]]]:
-    """``world_size`` real ranks (started from here: in the autograder, inside the sandbox) run
-    :func:`lab03_rank`; one list of rows per rank."""
-    if "__solution__" in ns:
-        prelude, solution = ns["__solution__"]
-    else:     # a notebook: its cell, written to a file, and the lab's prelude
-        folder = Path(tempfile.mkdtemp(prefix="lab03-check-"))
-        solution = function_file(ns["ring_all_reduce"], folder).rpartition(":")[0]
-        prelude = str(folder / PRELUDE_FILE)
-        Path(prelude).write_text(LAB03_PRELUDE)
-    return run("gnnbook.course.grading.student:lab03_rank", world_size,
-               {"prelude": prelude, "solution": solution, "sizes": list(sizes), "seed": seed}, deadline_s=deadline_s)
-
-
-if __name__ == "__main__":      # the sandboxed student process: python -m gnnbook.course.grading.student
-    os.environ.setdefault("DGLBACKEND", "pytorch")
-    serve(Path.cwd())

@@ -1,0 +1,21 @@
+"""The sandboxed student process of the autograder: ``python -m gnnbook.course.grading`` in the submission's folder.
+
+Book: none (autograding).
+
+Used in: no notebook (:class:`gnnbook.course.grading.student.Sandboxed` starts it).
+
+It registers every lab's calls (:mod:`.student`'s own and the multi-process labs' of :mod:`.ranks`), then
+:func:`~gnnbook.course.grading.student.serve` runs the prelude and the solution and answers the checks.
+
+Example:
+    >>> from gnnbook.course.grading.student import CALLS
+    >>> "lab06.layer" in CALLS
+    True
+"""
+from pathlib import Path
+
+from . import ranks  # noqa: F401  (registers the multi-process labs' calls)
+from .student import serve
+
+if __name__ == "__main__":
+    serve(Path.cwd())
