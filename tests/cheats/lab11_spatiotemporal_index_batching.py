@@ -22,4 +22,8 @@ CHEATS = [
     Cheat("SnapshotDataset.nbytes through importlib", "importlib", 2,
           {0: f"import importlib\nT = importlib.import_module({TEMPORAL!r})\ndata = make_dataset()\n"
               "return T.SnapshotDataset.nbytes.fget(data) if isinstance(data, T.SnapshotDataset) else 0"}),
+    # --- around the checks themselves (issue 37) ---------------------------------------------------------------
+    Cheat("the measuring class patched to report what the check expects", "patched-helper", 2, {0: (
+        "PeakMemory.peak_bytes = property(lambda self: 50 * 2 ** 20)\n"
+        "return 50 * 2 ** 20")}, expect="refused: task2-solution1"),
 ]

@@ -7,6 +7,7 @@ imports it from here: it cannot import a notebook cell).  One module per lab, na
 - ``lab05_feature_cache``: a pre-sampling cache policy, checked;
 - ``lab06_halo_exchange``: one GCN layer with the student's halo exchange, on real ranks started inside the sandbox;
 - ``lab10_recommendation``: the BPR loss and one LightGCN propagation step;
+- ``lab11_spatiotemporal_index_batching``: windows as index ranges, and the peak memory they save;
 - ``lab12_feature_loading``: a gather into a reused buffer, and a zero-copy read's PCIe lines;
 - ``engine``: grades a lab whose module defines ``CHECKS`` outside the student's kernel;
 - ``student``: the student's side of that grading, a process that runs only the solution cells;
@@ -14,4 +15,5 @@ imports it from here: it cannot import a notebook cell).  One module per lab, na
 """
 
 __all__ = ["engine", "lab02_message_passing", "lab03_collectives", "lab04_minibatch", "lab05_feature_cache",
-           "lab06_halo_exchange", "lab10_recommendation", "lab12_feature_loading", "ranks", "student"]
+           "lab06_halo_exchange", "lab10_recommendation",
+           "lab11_spatiotemporal_index_batching", "lab12_feature_loading", "ranks", "student"]

@@ -2,7 +2,7 @@
 
 Book: none (autograding).
 
-Used in: no notebook directly (labs 2, 3, 5, 6, 10 and 12 call :class:`Here` through their grading modules; the
+Used in: no notebook directly (labs 2, 3, 5, 6, 10, 11 and 12 call :class:`Here` through their grading modules; the
 autograder :class:`Sandboxed`).  The calls of the labs that run real ranks are in :mod:`.ranks`.
 
 A lab's check (in ``gnnbook.course.grading.<lab>``) holds the inputs, the expected values, the
@@ -44,6 +44,7 @@ import torch
 import torch.nn.functional as F
 
 from ...base.seeding import set_seed
+from ...base.memory import PeakMemory, exact_memory_unavailable_reason, track_freed_memory
 from ...ch5_minibatch.feature_loading import allocated_bytes
 from ..sandbox import Limits, start_sandboxed, stop_sandboxed
 
@@ -393,3 +394,79 @@ def _lab10_bpr_error(ns, positive: torch.Tensor, negative: torch.Tensor) -> str:
 @call("lab10.propagate")
 def _lab10_propagate(ns, edge_index: torch.Tensor, h: torch.Tensor) -> torch.Tensor:
     return torch.as_tensor(ns["my_propagate"](edge_index, h)).detach().float()
+
+
+LAB11_PRELUDE = ("import torch\nfrom gnnbook.applications.temporal import batch_order\n"
+                 "from gnnbook.base.memory import PeakMemory\nseed = 0\n")
+
+
+@call("lab11.windows")
+def _lab11_windows(ns, series: torch.Tensor, past: int, horizon: int, start: int, stop: int | None,
+                   indices: list[int], order: list[torch.Tensor]) -> dict[str, Any]:
+    mine = ns["MyIndexDataset"](series, past, horizon, start, stop)
+    n = len(mine)
+    windows = [tuple(t.clone() for t in mine[i]) for i in indices]
+    i = min(5, n - 1)
+    x, y = mine[i]
+    views = x.data_ptr() == series[start + i].data_ptr() and y.data_ptr() == series[start + i + past].data_ptr()
+    out_of_range = []
+    for i in (n, -n - 1):
+        try:
+            mine[i]
+            out_of_range.append("")
+        except Exception as error:
+            out_of_range.append(type(error).__name__)
+    return {"len": n, "windows": windows, "views": bool(views), "out_of_range": out_of_range,
+            "batches": [tuple(t.clone() for t in mine.batch(b)) for b in order]}
+
+
+class _Ballast:
+    """A loader that holds ``held`` bytes from when it is built and makes ``per_batch`` bytes for every batch."""
+
+    def __init__(self, held: int, per_batch: int, windows: int = 10):
+        self.held, self.per_batch, self.windows = torch.ones(held // 4), per_batch, windows
+
+    def __len__(self) -> int:
+        return self.windows
+
+    def batch(self, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return torch.ones(self.per_batch // 4), torch.ones(len(indices))
+
+
+class _Materialised:
+    """Every window copied up front (as the package's SnapshotDataset, which the student's process does not load)."""
+
+    def __init__(self, series: torch.Tensor, past: int, horizon: int, start: int, stop: int):
+        first = start + torch.arange(stop - start - past - horizon + 1).reshape(-1, 1)
+        self.inputs, self.targets = series[first + torch.arange(past)], series[first + past + torch.arange(horizon)]
+
+    def __len__(self) -> int:
+        return len(self.inputs)
+
+    def batch(self, indices: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        return self.inputs[indices], self.targets[indices]
+
+
+def _loader_peak(make: Callable[[], Any], batch_size: int) -> int:
+    """The course's own measurement: build the loader and draw one epoch of batches in one PeakMemory block."""
+    with PeakMemory() as peak:
+        data = make()
+        for indices in torch.arange(len(data) // batch_size * batch_size).split(batch_size):
+            data.batch(indices)
+    return peak.peak_bytes
+
+
+@call("lab11.epoch_peaks")
+def _lab11_epoch_peaks(ns, ballasts: list[list[int]], series: torch.Tensor, stop: int) -> dict[str, Any]:
+    """The student's ``epoch_peak`` on loaders of known sizes; then one epoch of materialised windows and of the
+    student's index windows (12 + 12 steps), each the smallest of 3 runs (the C heap's reuse of freed blocks moves a
+    small peak by a few MiB), measured by :func:`_loader_peak`."""
+    reason = exact_memory_unavailable_reason()
+    if reason is None and not track_freed_memory():
+        reason = "glibc refused mallopt(M_MMAP_THRESHOLD)"
+    known = [int(ns["epoch_peak"](lambda held=held, per_batch=per_batch: _Ballast(held, per_batch), 4))
+             for held, per_batch in ballasts]
+    loaders = {"materialised": lambda: _Materialised(series, 12, 12, 0, stop),
+               "index (yours)": lambda: ns["MyIndexDataset"](series, 12, 12, 0, stop)}
+    peaks = {name: min(_loader_peak(make, 64) for _ in range(3)) for name, make in loaders.items()}
+    return {"not_exact": reason or "", "known": known, "peaks": peaks}
