@@ -163,7 +163,8 @@ class Batches:
 
 def train_minibatch(graph: dgl.DGLGraph, model_name: str = "sage", optim: Optim | None = None,
                     batches: Batches | None = None, device: str = "cpu", progress: bool = True,
-                    step: Callable[..., float] | None = None, **model_options: Any) -> TrainResult:
+                    step: Callable[..., float] | None = None, on_restored: Callable[[torch.nn.Module], Any] | None = None,
+                    **model_options: Any) -> TrainResult:
     """Train ``model_name`` on sampled minibatches of ``graph``'s training nodes, with ``optim`` (None
     values: the model's :data:`gnnbook.training.train.TRAIN_DEFAULTS`, epochs and patience from
     :data:`MINIBATCH_DEFAULTS`), batched as ``batches`` says.
@@ -175,7 +176,8 @@ def train_minibatch(graph: dgl.DGLGraph, model_name: str = "sage", optim: Optim 
     steps only (sampling, feature gather, forward, backward, update), which is
     what a minibatch system keeps small.  ``step`` replaces
     :func:`minibatch_step` (same arguments), e.g. a lab's own step; a minibatch
-    without output nodes is skipped.
+    without output nodes is skipped.  ``on_restored`` is called with the model once
+    the best epoch's weights are back (a grader scores it on labels the run never saw).
 
     Example:
         >>> from gnnbook.data import load_dataset
@@ -238,6 +240,8 @@ def train_minibatch(graph: dgl.DGLGraph, model_name: str = "sage", optim: Optim 
         if best.update(model, epoch, metrics["val_acc"], metrics["val_loss"]):
             break
     best.restore(model)
+    if on_restored is not None:
+        on_restored(model)
     logits = evaluate()
     return TrainResult(
         model=model_name,

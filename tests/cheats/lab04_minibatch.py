@@ -32,9 +32,10 @@ CHEATS = [
         "global my_minibatch_step\n"
         "my_minibatch_step = importlib.import_module('gnnbook.training.' + 'minibatch').minibatch_step\n"
         f"{_CHOICE}")}),
-    # --- around the check itself (issue 37): with exact memory "unavailable", the budget once passed unmeasured --------
+    # --- around the check itself (issue 37): with exact memory "unavailable", the budget once passed unmeasured; now
+    # the added cell never runs, and the budget is measured in the sandbox --------------------------------------------
     Cheat("a choice far over the budget, the memory counter reported unavailable", "patched-helper", 2,
           {0: "return 256, [25, 25]"},
           cell="import gnnbook.base.memory as M\nM.exact_memory_available = lambda *args, **kwargs: False",
-          expect="NotGradedHere"),
+          expect="use a smaller batch or smaller fanouts"),
 ]

@@ -11,9 +11,11 @@ imports it from here: it cannot import a notebook cell).  One module per lab, na
 - ``lab12_feature_loading``: a gather into a reused buffer, and a zero-copy read's PCIe lines;
 - ``engine``: grades a lab whose module defines ``CHECKS`` outside the student's kernel;
 - ``student``: the student's side of that grading, a process that runs only the solution cells;
-- ``ranks``: the student's side of the labs that run real ranks (each loads the solution itself).
+- ``ranks``: the student's side of the labs that run real ranks (each loads the solution itself);
+- ``training_calls``: the student's side of lab 4 (a step, and training runs with it).
 """
 
 __all__ = ["engine", "lab02_message_passing", "lab03_collectives", "lab04_minibatch", "lab05_feature_cache",
            "lab06_halo_exchange", "lab10_recommendation",
-           "lab11_spatiotemporal_index_batching", "lab12_feature_loading", "ranks", "student"]
+           "lab11_spatiotemporal_index_batching", "lab12_feature_loading", "ranks", "student",
+           "training_calls"]

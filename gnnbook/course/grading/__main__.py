@@ -4,7 +4,8 @@ Book: none (autograding).
 
 Used in: no notebook (:class:`gnnbook.course.grading.student.Sandboxed` starts it).
 
-It registers every lab's calls (:mod:`.student`'s own and the multi-process labs' of :mod:`.ranks`), then
+It registers every lab's calls (:mod:`.student`'s own, the multi-process labs' of :mod:`.ranks`, lab 4's of
+:mod:`.training_calls`), then
 :func:`~gnnbook.course.grading.student.serve` runs the prelude and the solution and answers the checks.
 
 Example:
@@ -14,7 +15,7 @@ Example:
 """
 from pathlib import Path
 
-from . import ranks  # noqa: F401  (registers the multi-process labs' calls)
+from . import ranks, training_calls  # noqa: F401  (register the multi-process labs' and lab 4's calls)
 from .student import serve
 
 if __name__ == "__main__":

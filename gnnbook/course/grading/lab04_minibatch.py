@@ -1,47 +1,52 @@
-"""Lab 4's grading code (book 4.1, ``labs/lab04_minibatch.ipynb``): a minibatch training step, and a batch
-size and fanouts within a memory budget, checked.
+"""Lab 4's checks (book 4.1, ``labs/lab04_minibatch.ipynb``): a minibatch training step, and a batch size and
+fanouts within a memory budget.
 
 Book: 4.1.1 full-graph training; 4.1.2 minibatch training (lab 4).
 
 Used in: labs/lab04_minibatch.ipynb.
 
-The lab's locked checks call these functions with the student's step (and choice) and inputs of their
-own; none of them reads a value that an editable cell left behind.  Every call into the student's
-code runs with ``LAB_REFERENCES["lab04_minibatch"]`` (the package's minibatch step) refused.
-:func:`check_step` runs one step on full-neighbour blocks of a graph it builds, where the seeds'
-loss on the blocks must equal their loss on the whole graph and one plain SGD step must move every
-weight by exactly ``-lr`` x that loss's gradient.  :func:`train_with_step` trains GraphSAGE on Cora
-with the student's step to convergence (fixed seed, the lab's epoch budgets) and measures the peak
-memory of its training steps; :func:`full_graph_reference` does the same full-graph, once per
-grading: the first check that needs it runs it, a later check reuses the numbers.
+The checks hold the graphs and the test labels; the student (in the autograder a sandboxed process, here the
+notebook) gets each graph with its test nodes' labels hidden (:func:`hide_test_labels`) and runs the calls of
+:mod:`~gnnbook.course.grading.training_calls`.  :func:`check_step` has one step made on full-neighbour blocks
+of graphs it builds: the returned loss must be the seeds' loss of the same weights on the whole graph, and
+one plain SGD step must move every weight by exactly ``-lr`` x that loss's gradient, both computed here from
+the weights the student's process reports.  :func:`check_training` has GraphSAGE trained on Cora with the
+student's step to convergence (fixed seed, the lab's epoch budgets) and scores the returned logits on the
+test labels here; :func:`check_choice` does the same with the student's batch size and fanouts and compares
+the peak memory of the training steps with :func:`full_graph_reference`, full-graph training run here once
+per grading.
 
 Example:
     >>> g = random_graph(40, 160, 6, 3, seed=0)
     >>> g.num_nodes(), g.ndata["feat"].shape[1], int(g.ndata["label"].max()) < 3
     (40, 6, True)
-    >>> check_step(my_minibatch_step, cora_graph(), 64, [-1, -1])["loss_equal"]   # doctest: +SKIP
-    True
+    >>> check_step(Here(globals()))      # doctest: +SKIP
+    {'cases': 2}
 """
 from __future__ import annotations
 
-import copy
 import gc
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import dgl
 import torch
 import torch.nn.functional as F
 
 from ...base.memory import release_free_memory, track_freed_memory
-from ...base.seeding import set_seed
 from ...data import load_dataset
 from ...models import build_model
-from ...training.minibatch import Batches, neighbor_loader, train_minibatch
-from ...training.train import Optim, TrainResult, prepare_graph, train_node_classifier
-from ..labcheck import LAB_REFERENCES, reference_forbidden
+from ...training.train import Optim, TrainResult, accuracy, prepare_graph, train_node_classifier
+from ..vetting import Policy
+from .engine import Check
+from .student import Here, graph_payload
+from .training_calls import LAB04_PRELUDE
 
-__all__ = ["ACCURACY_SLACK", "BUDGET_FRACTION", "GRADING", "HINT", "STEP_SETTING", "check_step", "cora_graph",
-           "full_graph_reference", "random_graph", "student_step", "train_with_step"]
+__all__ = ["ACCURACY_SLACK", "BUDGET_FRACTION", "CHECKS", "GRADING", "Here", "POLICY", "PRELUDE", "STEP_SETTING",
+           "check_choice", "check_step", "check_training", "cora_graph", "full_graph_reference", "hide_test_labels",
+           "random_graph"]
+
+PRELUDE = LAB04_PRELUDE
+POLICY = Policy(modules=("torch", "math"), references=("minibatch_step", "train_minibatch", "train_node_classifier"))
 
 # The teacher's floors: the check asks at most this share of full-graph training's peak (a smaller
 # budget_fraction in the parameters tightens it) and at most this accuracy below full-graph training.
@@ -52,25 +57,11 @@ GRADING: dict[str, Any] = dict(dataset="cora", model="sage", seed=0, full_epochs
                                mb_epochs=300, mb_patience=30)
 # Task 1's training: the batch size and fanouts the step is trained with to convergence.
 STEP_SETTING: dict[str, Any] = dict(batch_size=64, fanouts=(10, 10))
-HINT = ("write the step yourself: gather feat[input_nodes], run model(blocks, x), cross-entropy against "
-        "labels[output_nodes], zero the gradients, backward, optimizer.step()")
 
 # Full-graph numbers per (dataset, model, seed, epochs, patience): filled by the first check that needs
 # them (task 1's training check), read back by the next (task 2's budget check); the lab's editable cells
 # read the numbers the check printed and left in its own variables, not this.
 _FULL_GRAPH: dict[tuple, dict[str, float]] = {}
-
-
-def _student():
-    return reference_forbidden(LAB_REFERENCES["lab04_minibatch"], hint=HINT)
-
-
-def student_step(step: Callable[..., float]) -> Callable[..., float]:
-    """``step`` with the package's minibatch step refused during every call (what the checks train with)."""
-    def refused_references(*args: Any) -> float:
-        with _student():
-            return step(*args)
-    return refused_references
 
 
 def cora_graph() -> dgl.DGLGraph:
@@ -89,37 +80,6 @@ def random_graph(num_nodes: int, num_edges: int, in_feats: int, num_classes: int
     g.ndata["label"] = torch.randint(0, num_classes, (num_nodes,), generator=gen)
     g.ndata["train_mask"] = torch.rand(num_nodes, generator=gen) < 0.5
     return g
-
-
-def check_step(step: Callable[..., float], graph: dgl.DGLGraph, batch_size: int, fanouts: Sequence[int],
-               model: str = "sage", seed: int = 0, lr: float = 0.5, **model_options: Any) -> dict[str, Any]:
-    """One call of the student's ``step`` on the first minibatch of ``graph``'s training nodes with
-    ``fanouts`` (``-1``: every neighbour), a dropout-free ``model``, plain SGD (``lr``) and stale
-    gradients of 100 in every ``.grad``, the model in eval mode before the call.  Returns the returned
-    loss and its type, the seeds' loss of the same model on the whole graph (``expected``; equal on
-    full-neighbour blocks), whether the model was put in training mode, and the parameters that did not
-    move by exactly ``-lr`` x the gradient of that loss."""
-    feat, labels = graph.ndata["feat"], graph.ndata["label"]
-    train_nodes = graph.ndata["train_mask"].nonzero().squeeze(1)
-    set_seed(seed)
-    input_nodes, output_nodes, blocks = next(iter(neighbor_loader(graph, train_nodes, list(fanouts), batch_size)))
-    net = build_model(model, feat.shape[1], int(labels.max()) + 1, dropout=0.0, num_layers=len(fanouts),
-                      **model_options)
-    before = copy.deepcopy(net)
-    expected = F.cross_entropy(before(graph, feat)[output_nodes], labels[output_nodes])
-    grads = torch.autograd.grad(expected, list(before.parameters()))
-    optimizer = torch.optim.SGD(net.parameters(), lr=lr)
-    for param in net.parameters():
-        param.grad = torch.full_like(param, 100.0)   # stale gradients a step must clear first
-    net.eval()
-    with _student():
-        loss = step(net, optimizer, feat, labels, input_nodes, output_nodes, blocks)
-    moved_wrongly = [name for (name, after), start, grad in zip(net.named_parameters(), before.parameters(), grads)
-                     if not torch.allclose(after, start - lr * grad, atol=1e-5)]
-    return {"loss": loss, "is_float": isinstance(loss, float), "expected": float(expected),
-            "loss_equal": isinstance(loss, float) and abs(loss - float(expected)) < 1e-4,
-            "training": net.training, "moved_wrongly": moved_wrongly, "seeds": len(output_nodes),
-            "input_nodes": len(input_nodes)}
 
 
 def _settle() -> None:
@@ -144,13 +104,100 @@ def full_graph_reference(seed: int | None = None) -> dict[str, float]:
     return dict(_FULL_GRAPH[key])
 
 
-def train_with_step(step: Callable[..., float], batch_size: int, fanouts: Sequence[int], seed: int | None = None,
-                    progress: bool = False) -> TrainResult:
-    """Minibatch training of the lab's model on its dataset with the student's ``step`` (the package's
-    step refused meanwhile), ``batch_size`` and ``fanouts``, to convergence with :data:`GRADING`'s
-    epoch budget and patience; its ``peak_memory_bytes`` is the peak of the training steps."""
-    seed = GRADING["seed"] if seed is None else seed
-    _settle()
-    return train_minibatch(load_dataset(GRADING["dataset"]), GRADING["model"],
-                           Optim(seed, epochs=GRADING["mb_epochs"], patience=GRADING["mb_patience"]),
-                           Batches(list(fanouts), int(batch_size)), step=student_step(step), progress=progress)
+def hide_test_labels(graph: dgl.DGLGraph) -> dict[str, Any]:
+    """``graph`` as a payload for the student's process, every test node labelled 0 (the checks score test
+    accuracy here, from the logits the student's process returns)."""
+    labels = graph.ndata["label"].clone()
+    if "test_mask" in graph.ndata:
+        labels[graph.ndata["test_mask"]] = 0
+    return graph_payload(graph, **{k: (labels if k == "label" else v) for k, v in graph.ndata.items()})
+
+
+def check_step(student, thorough: bool = False) -> dict[str, Any]:
+    """Task 1: on full-neighbour blocks of Cora and of random graphs (thorough: 3 layers, GAT, one seed), the step
+    returns the seeds' whole-graph loss as a float, puts the model in training mode, and moves every weight by
+    exactly ``-lr`` x that loss's gradient (plain SGD, lr 0.5, stale gradients in ``.grad`` before the call)."""
+    cases = {"Cora, 64 seeds": (cora_graph(), 64, [-1, -1], {}),
+             "a random graph, 8 features, 3 classes": (random_graph(60, 240, 8, 3, seed=1), 16, [-1, -1], {})}
+    if thorough:
+        cases["a random graph, 3 layers"] = (random_graph(80, 400, 5, 4, seed=2), 7, [-1, -1, -1], {})
+        cases["a random graph, GAT"] = (random_graph(50, 300, 6, 5, seed=3), 9, [-1, -1], {"model": "gat", "heads": 2})
+        cases["Cora, one seed"] = (cora_graph(), 1, [-1, -1], {})
+    lr = 0.5
+    calls = []
+    for graph, batch, fanouts, options in cases.values():
+        options = dict(options)
+        calls.append(("lab04.step", {"graph": hide_test_labels(graph), "batch_size": batch, "fanouts": fanouts,
+                                     "model": options.pop("model", "sage"), "seed": 0, "lr": lr, "options": options}))
+    for (case, (graph, batch, fanouts, options)), call, r in zip(cases.items(), calls, student.run(calls)):
+        feat, labels, seeds = graph.ndata["feat"], graph.ndata["label"], r["seeds"]
+        net = build_model(call[1]["model"], feat.shape[1], int(labels.max()) + 1, dropout=0.0,
+                          num_layers=len(fanouts), **call[1]["options"])
+        net.load_state_dict(r["before"])
+        expected = F.cross_entropy(net(graph, feat)[seeds], labels[seeds])
+        grads = dict(zip([n for n, _ in net.named_parameters()], torch.autograd.grad(expected, list(net.parameters()))))
+        assert r["type"] == "float", f"{case}: return the loss as a float (float(loss)), not {r['type']}"
+        assert r["training"], f"{case}: put the model in training mode (model.train()) first: dropout must be on"
+        assert abs(r["loss"] - float(expected)) < 1e-4, (
+            f"{case}: loss {r['loss']:.5f}, the seeds' loss is {float(expected):.5f}: use the input nodes' features "
+            "(in input_nodes order) and the output nodes' labels")
+        wrong = [name for name, grad in grads.items()
+                 if not torch.allclose(r["after"][name], r["before"][name] - lr * grad, atol=1e-5)]
+        assert not wrong, f"{case}: parameters {wrong} moved wrongly: zero the gradients, then backward, then step the optimizer"
+    return {"cases": len(cases)}
+
+
+def _trained(student, batch_size: int, fanouts: list[int], seed: int) -> TrainResult:
+    """GraphSAGE on Cora trained by the student's process with the student's step; test accuracy scored here."""
+    graph = load_dataset(GRADING["dataset"])
+    (r,) = student.run([("lab04.train", {"graph": hide_test_labels(graph), "model": GRADING["model"],
+                                         "batch_size": batch_size, "fanouts": list(fanouts), "seed": seed,
+                                         "epochs": GRADING["mb_epochs"], "patience": GRADING["mb_patience"]})])
+    test = graph.ndata["test_mask"]
+    fields = {k: r[k] for k in ("model", "seed", "val_acc", "best_epoch", "epochs_run", "seconds_per_epoch",
+                                "peak_memory_bytes")}
+    run = TrainResult(test_acc=accuracy(r["logits"][test], graph.ndata["label"][test]), **fields)
+    run.not_exact = r["not_exact"]
+    return run
+
+
+def check_training(student, thorough: bool = False) -> dict[str, Any]:
+    """Task 1: minibatch training with the student's step (batches of 64, fanouts [10, 10], seed 0, to convergence)
+    reaches full-graph training's test accuracy within :data:`ACCURACY_SLACK`."""
+    run = _trained(student, STEP_SETTING["batch_size"], list(STEP_SETTING["fanouts"]), GRADING["seed"])
+    full = full_graph_reference()
+    assert run.test_acc >= full["test_acc"] - ACCURACY_SLACK, (
+        f"test accuracy {run.test_acc:.3f} is more than 2 points below full-graph ({full['test_acc']:.3f}): "
+        "check your step")
+    return {"run": run, "full": full, "test_acc": run.test_acc, "full_test_acc": full["test_acc"]}
+
+
+def check_choice(student, thorough: bool = False, budget_fraction: float = BUDGET_FRACTION) -> dict[str, Any]:
+    """Task 2: the student's batch size and fanouts, trained with the student's step (seed 0), keep the peak memory
+    of the training steps within ``min(budget_fraction, BUDGET_FRACTION)`` of full-graph training's peak and the
+    test accuracy within :data:`ACCURACY_SLACK` of it.  A peak that cannot be measured exactly is not graded."""
+    (choice,) = student.run([("lab04.choice", {})])
+    batch_size, fanouts = choice["batch_size"], choice["fanouts"]
+    assert isinstance(batch_size, int) and batch_size >= 1, f"a positive batch size, got {batch_size}"
+    assert isinstance(fanouts, list) and len(fanouts) == 2 and all(isinstance(f, int) and f >= 1 for f in fanouts), \
+        f"GraphSAGE here has 2 layers: give two positive fanouts, got {fanouts}"
+    run = _trained(student, batch_size, fanouts, GRADING["seed"])
+    full = full_graph_reference()
+    budget = min(budget_fraction, BUDGET_FRACTION) * full["peak_bytes"]
+    chosen = f"b={batch_size}, fanouts={fanouts}, seed {GRADING['seed']}"
+    budget_text = f"peak {run.peak_memory_bytes / 1e6:.1f} MB vs budget {budget / 1e6:.1f} MB ({chosen})"
+    if run.not_exact:
+        if thorough:
+            raise AssertionError(f"not graded here: exact memory measurement is unavailable ({run.not_exact})")
+        print(f"NOT CHECKED (no exact peak-memory counter here: {run.not_exact}): {budget_text}")
+    else:
+        assert run.peak_memory_bytes <= budget, f"{budget_text}: use a smaller batch or smaller fanouts"
+    assert run.test_acc >= full["test_acc"] - ACCURACY_SLACK, (
+        f"test accuracy {run.test_acc:.3f} is more than 2 points below full-graph ({full['test_acc']:.3f}) ({chosen})")
+    return {"run": run, "full": full, "batch_size": batch_size, "fanouts": fanouts, "budget_bytes": budget,
+            "exact": not run.not_exact, "peak_mb": run.peak_memory_bytes / 1e6, "test_acc": run.test_acc}
+
+
+CHECKS = (Check(1, "one step: the seeds' loss and one clean optimizer update, on the check's minibatches", check_step),
+          Check(1, "minibatch training with your step reaches full-graph accuracy (within 2 points)", check_training),
+          Check(2, "your batch size and fanouts meet the memory budget and keep accuracy within 2 points", check_choice))
