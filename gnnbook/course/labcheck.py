@@ -3,7 +3,7 @@ check compares with are refused while the student's code runs.
 
 Book: none (lab checks).
 
-Used in: labs/lab05b_historical_embeddings.ipynb, labs/lab08_distributed_dgl.ipynb.
+Used in: labs/lab08_distributed_dgl.ipynb.
 
 A lab that asks for a GCN layer compares it with DGL's ``GraphConv``; a student
 function that simply calls ``GraphConv`` (or the package's ``GCN``, or PyG's

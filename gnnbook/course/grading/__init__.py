@@ -5,6 +5,7 @@ imports it from here: it cannot import a notebook cell).  One module per lab, na
 - ``lab03_collectives``: a hand-written all-reduce, on real ranks started inside the student's sandbox;
 - ``lab04_minibatch``: a minibatch training step, and a batch size and fanouts chosen;
 - ``lab05_feature_cache``: a pre-sampling cache policy, checked;
+- ``lab05b_historical_embeddings``: a GAS history table, a batch forward through it, and training with both;
 - ``lab06_halo_exchange``: one GCN layer with the student's halo exchange, on real ranks started inside the sandbox;
 - ``lab10_recommendation``: the BPR loss and one LightGCN propagation step;
 - ``lab11_spatiotemporal_index_batching``: windows as index ranges, and the peak memory they save;
@@ -12,10 +13,10 @@ imports it from here: it cannot import a notebook cell).  One module per lab, na
 - ``engine``: grades a lab whose module defines ``CHECKS`` outside the student's kernel;
 - ``student``: the student's side of that grading, a process that runs only the solution cells;
 - ``ranks``: the student's side of the labs that run real ranks (each loads the solution itself);
-- ``training_calls``: the student's side of lab 4 (a step, and training runs with it).
+- ``training_calls``: the student's side of labs 4 and 5b (a step, a history, training runs with them).
 """
 
-__all__ = ["engine", "lab02_message_passing", "lab03_collectives", "lab04_minibatch", "lab05_feature_cache",
+__all__ = ["engine", "lab02_message_passing", "lab03_collectives", "lab04_minibatch", "lab05_feature_cache", "lab05b_historical_embeddings",
            "lab06_halo_exchange", "lab10_recommendation",
            "lab11_spatiotemporal_index_batching", "lab12_feature_loading", "ranks", "student",
            "training_calls"]

@@ -38,7 +38,7 @@ from ...models import build_model
 from ...training.train import Optim, TrainResult, accuracy, prepare_graph, train_node_classifier
 from ..vetting import Policy
 from .engine import Check
-from .student import Here, graph_payload
+from .student import Here, hide_test_labels
 from .training_calls import LAB04_PRELUDE
 
 __all__ = ["ACCURACY_SLACK", "BUDGET_FRACTION", "CHECKS", "GRADING", "Here", "POLICY", "PRELUDE", "STEP_SETTING",
@@ -102,15 +102,6 @@ def full_graph_reference(seed: int | None = None) -> dict[str, float]:
         _FULL_GRAPH[key] = {"test_acc": run.test_acc, "peak_bytes": float(run.peak_memory_bytes),
                             "seconds_per_epoch": run.seconds_per_epoch}
     return dict(_FULL_GRAPH[key])
-
-
-def hide_test_labels(graph: dgl.DGLGraph) -> dict[str, Any]:
-    """``graph`` as a payload for the student's process, every test node labelled 0 (the checks score test
-    accuracy here, from the logits the student's process returns)."""
-    labels = graph.ndata["label"].clone()
-    if "test_mask" in graph.ndata:
-        labels[graph.ndata["test_mask"]] = 0
-    return graph_payload(graph, **{k: (labels if k == "label" else v) for k, v in graph.ndata.items()})
 
 
 def check_step(student, thorough: bool = False) -> dict[str, Any]:

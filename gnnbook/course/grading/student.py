@@ -75,6 +75,15 @@ def graph_payload(g: dgl.DGLGraph, **tensors: torch.Tensor) -> dict[str, Any]:
     return {"src": src, "dst": dst, "num_nodes": g.num_nodes(), "ndata": dict(tensors)}
 
 
+def hide_test_labels(graph: dgl.DGLGraph) -> dict[str, Any]:
+    """``graph`` as a payload for the student's process, every test node labelled 0 (the checks score test
+    accuracy here, from the logits the student's process returns)."""
+    labels = graph.ndata["label"].clone()
+    if "test_mask" in graph.ndata:
+        labels[graph.ndata["test_mask"]] = 0
+    return graph_payload(graph, **{k: (labels if k == "label" else v) for k, v in graph.ndata.items()})
+
+
 def graph_from_payload(payload: dict[str, Any]) -> dgl.DGLGraph:
     g = dgl.graph((payload["src"], payload["dst"]), num_nodes=payload["num_nodes"])
     for key, value in payload["ndata"].items():
