@@ -3,7 +3,8 @@ check compares with are refused while the student's code runs.
 
 Book: none (lab checks).
 
-Used in: labs/lab08_distributed_dgl.ipynb.
+Used in: no notebook (every shipped lab is graded outside the kernel; a teacher's own lab without
+``CHECKS`` still runs its checks in the kernel with these refusals, and tests/test_no_spoilers.py reads the lists).
 
 A lab that asks for a GCN layer compares it with DGL's ``GraphConv``; a student
 function that simply calls ``GraphConv`` (or the package's ``GCN``, or PyG's

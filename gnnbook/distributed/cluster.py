@@ -3,7 +3,7 @@
 Book: 8.3.3 several trainers on one machine; 8.3.4 cluster training.
 
 Used in: chapters/05a_minibatch_training_and_sampling.ipynb, chapters/05f_distributed_cache.ipynb,
-chapters/08_dgl_practice.ipynb, labs/lab08_distributed_dgl.ipynb.
+chapters/08_dgl_practice.ipynb.
 
 ``LocalCluster`` places one emulated machine per partition on this host
 (``mode="local"``, no root needed; or ``mode="netns"``, one network namespace

@@ -4,7 +4,7 @@ single-process baseline and the command line.
 Book: 8.3 distributed training (a run's settings).
 
 Used in: chapters/05a_minibatch_training_and_sampling.ipynb, chapters/05f_distributed_cache.ipynb,
-chapters/08_dgl_practice.ipynb, labs/lab08_distributed_dgl.ipynb.
+chapters/08_dgl_practice.ipynb.
 
 Example:
     >>> config = TrainConfig(model="sage", epochs=5)

@@ -2,7 +2,7 @@
 
 Book: 8.3 distributed training (nothing left behind).
 
-Used in: chapters/08_dgl_practice.ipynb, labs/lab08_distributed_dgl.ipynb.
+Used in: chapters/08_dgl_practice.ipynb.
 
 A job that ends cleanly leaves nothing: no process of it still running, no
 shared-memory segment of it in ``/dev/shm``.  Chapter 8 and lab 8 check this

@@ -14,4 +14,9 @@ CHEATS = [
           {0: _GRAPH + "import importlib\n"
                        "return importlib.import_module('gnnbook.ch6_fullgraph.' + 'partitioners')"
                        ".partition_metrics(g, owner)['edge_cut']"}),
+    # --- around the checks themselves (issue 37): the job's numbers made up in the student's kernel once scored ---------
+    Cheat("a setup far over the budget, the remote rows read from the check's frame", "frame-walk", 2, {0: (
+        "import inspect\n"
+        "inspect.currentframe().f_back.f_locals['budget'] = 10 ** 9\n"
+        "return 'random', [25, 25]")}, expect="refused: task2-solution1"),
 ]

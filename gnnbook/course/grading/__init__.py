@@ -7,6 +7,7 @@ imports it from here: it cannot import a notebook cell).  One module per lab, na
 - ``lab05_feature_cache``: a pre-sampling cache policy, checked;
 - ``lab05b_historical_embeddings``: a GAS history table, a batch forward through it, and training with both;
 - ``lab06_halo_exchange``: one GCN layer with the student's halo exchange, on real ranks started inside the sandbox;
+- ``lab08_distributed_dgl``: an edge cut, a setup for the real distributed job (run by the check), its steps;
 - ``lab10_recommendation``: the BPR loss and one LightGCN propagation step;
 - ``lab11_spatiotemporal_index_batching``: windows as index ranges, and the peak memory they save;
 - ``lab12_feature_loading``: a gather into a reused buffer, and a zero-copy read's PCIe lines;
@@ -17,6 +18,6 @@ imports it from here: it cannot import a notebook cell).  One module per lab, na
 """
 
 __all__ = ["engine", "lab02_message_passing", "lab03_collectives", "lab04_minibatch", "lab05_feature_cache", "lab05b_historical_embeddings",
-           "lab06_halo_exchange", "lab10_recommendation",
+           "lab06_halo_exchange", "lab08_distributed_dgl", "lab10_recommendation",
            "lab11_spatiotemporal_index_batching", "lab12_feature_loading", "ranks", "student",
            "training_calls"]
