@@ -22,7 +22,7 @@ KINDS = ("direct", "early-bound", "importlib")
 # How a cheat reaches around the checks themselves (issue 37); only labs graded outside the student's kernel
 # (gnnbook.course.grading.engine) have them: in a kernel that runs the checks, each of them scores.
 ISOLATION_KINDS = ("cell-transformer", "try-wrapper", "frame-walk", "code-copy", "emptied-refusals", "re-exec-source",
-                   "patched-helper", "package-write", "hang")
+                   "patched-helper", "fake-cluster", "package-write", "hang")
 
 
 # The isolation cheats' own cells, the same in every lab: one that turns every check cell into `pass`, one that

@@ -19,4 +19,16 @@ CHEATS = [
         "import inspect\n"
         "inspect.currentframe().f_back.f_locals['budget'] = 10 ** 9\n"
         "return 'random', [25, 25]")}, expect="refused: task2-solution1"),
+    Cheat("a made-up job from a fake LocalCluster", "fake-cluster", 2, {0: "return 'random', [25, 25]"},
+          {0: ("import gnnbook.distributed as D\n"
+               "class Fake:\n"
+               "    def __init__(self, *args, **kwargs):\n"
+               "        pass\n"
+               "    def __enter__(self):\n"
+               "        return self\n"
+               "    def __exit__(self, *args):\n"
+               "        return False\n"
+               "    def train(self, config):\n"
+               "        return {'test_acc': 0.99, 'epochs_run': 1, 'feature_rows': {'remote': [0], 'remote_fraction': 0.0}}\n"
+               "D.LocalCluster = Fake")}, expect="refused: task2-solution1"),
 ]
