@@ -487,6 +487,12 @@ def as_data(value: Any) -> Any:
     return value if isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)) else repr(value)
 
 
+def choice_as_data(chosen: Any) -> tuple[Any, Any]:
+    """A student's ``(setting, fanouts)`` choice as data: :func:`as_data` of the setting and of each fanout."""
+    first, fanouts = chosen if isinstance(chosen, (tuple, list)) and len(chosen) == 2 else (chosen, None)
+    return as_data(first), [as_data(f) for f in fanouts] if isinstance(fanouts, (list, tuple)) else as_data(fanouts)
+
+
 LAB08_PRELUDE = "import json\nimport math\n\nimport torch\n"
 
 
@@ -497,10 +503,8 @@ def _lab08_edge_cut(ns, src: torch.Tensor, dst: torch.Tensor, owner: torch.Tenso
 
 @call("lab08.choice")
 def _lab08_choice(ns) -> dict[str, Any]:
-    chosen = ns["choose_setup"]()
-    method, fanouts = chosen if isinstance(chosen, (tuple, list)) and len(chosen) == 2 else (chosen, None)
-    return {"method": as_data(method),
-            "fanouts": [as_data(f) for f in fanouts] if isinstance(fanouts, (list, tuple)) else as_data(fanouts)}
+    method, fanouts = choice_as_data(ns["choose_setup"]())
+    return {"method": method, "fanouts": fanouts}
 
 
 @call("lab08.steps")

@@ -28,7 +28,7 @@ from ...ch5_minibatch import history as H
 from ...models import build_model
 from ...training.minibatch import Batches, neighbor_loader, train_minibatch
 from ...training.train import Optim, model_input, prepare_graph
-from .student import CALLS, as_data, call, graph_from_payload
+from .student import CALLS, call, choice_as_data, graph_from_payload
 
 __all__ = ["CALLS", "LAB04_PRELUDE", "LAB05B_PRELUDE", "batch_payload"]
 
@@ -89,10 +89,8 @@ def _lab04_train(ns, graph: dict, model: str, batch_size: int, fanouts: list[int
 @call("lab04.choice")
 def _lab04_choice(ns) -> dict[str, Any]:
     """The student's ``choose_minibatch()``, as data (anything else as its text, for the checker's message)."""
-    chosen = ns["choose_minibatch"]()
-    batch_size, fanouts = chosen if isinstance(chosen, (tuple, list)) and len(chosen) == 2 else (chosen, None)
-    return {"batch_size": as_data(batch_size),
-            "fanouts": [as_data(f) for f in fanouts] if isinstance(fanouts, (list, tuple)) else repr(fanouts)}
+    batch_size, fanouts = choice_as_data(ns["choose_minibatch"]())
+    return {"batch_size": batch_size, "fanouts": fanouts}
 
 
 # ---- lab 5b: a history table, a GAS forward through it, and training with both ---------------------------
