@@ -217,7 +217,9 @@ def graded(request, tmp_path_factory) -> dict[str, dict]:
         names[lab.stem] = {f"cheat{i}": cheat for i, cheat in enumerate(cheats)}
         for student, cheat in names[lab.stem].items():
             second_round[(student, lab.stem)] = without_runs(apply_cheat(released, sources, cheat))
-        if grading_module(lab.stem) is not None:     # an honest submission, graded beside the hang
+        # an honest submission, graded beside a hang or a write into the package (the solutions' round already
+        # grades every lab's solution alone)
+        if grading_module(lab.stem) is not None and any(c.kind in ("hang", "package-write") for c in cheats):
             second_round[("honest", lab.stem)] = first_round[("solution", lab.stem)]
     checkout = _checkout_state()
     start = time.perf_counter()
@@ -279,7 +281,7 @@ def test_only_the_solution_earns_points(name, graded):
         assert not wrong, f"{name}: the cheat {cheat.name!r} is built wrongly (a check missed a name or met an unsolved task): {wrong}"
         assert cheat.expect in str(errors(executed)), f"{name}: {cheat.name!r} scored 0, not for {cheat.expect!r}: {errors(executed)}"
     assert not scored, f"{name}: cheats that earned points: {scored}"
-    if isolated:
+    if isolated and ("honest", name) in run["second"]:
         honest = run["second"][("honest", name)]
         assert all(points == most for points, most in honest.values()), \
             f"{name}: an honest submission graded beside the cheats lost points: {honest} {run['second_why'][('honest', name)]}"
