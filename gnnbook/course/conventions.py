@@ -33,6 +33,7 @@ END_SOLUTION = "### END SOLUTION"
 CHECK_PREFIX = "# Check"
 POINTS_PER_CHECK = 1
 TASK_HEADING = re.compile(r"^#+\s.*?\bTask\s+(\d+)", re.MULTILINE)
+_SOLUTION_REGION = re.compile(rf"^([ \t]*){BEGIN_SOLUTION}\n.*?^[ \t]*{END_SOLUTION}[ \t]*$", re.S | re.M)
 
 
 class ReleaseError(Exception):
@@ -83,6 +84,16 @@ def _quote_markers(text: str) -> str:
     for marker in (BEGIN_SOLUTION, END_SOLUTION):
         text = text.replace(marker, marker.replace(" SOLUTION", "\u00a0SOLUTION"))
     return text
+
+
+def as_released(source: str) -> str:
+    """``source`` as the release gives it to students: each solution region replaced by nbgrader's stub.
+
+    Example:
+        >>> as_released("def add(a, b):\\n    ### BEGIN SOLUTION\\n    return a + b\\n    ### END SOLUTION")
+        'def add(a, b):\\n    # YOUR CODE HERE\\n    raise NotImplementedError()'
+    """
+    return _SOLUTION_REGION.sub(lambda m: f"{m.group(1)}# YOUR CODE HERE\n{m.group(1)}raise NotImplementedError()", source)
 
 
 def is_annotated(nb: nbformat.NotebookNode) -> bool:

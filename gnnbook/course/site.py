@@ -33,14 +33,14 @@ import nbformat
 from ..base.errors import UserError
 from .claims import source_key
 from .course_run import SUMMARY, claims_table
-from .release import BEGIN_SOLUTION, END_SOLUTION
+from .conventions import as_released
+from .release import BEGIN_SOLUTION
 
 BEGIN_HIDDEN, END_HIDDEN = "### BEGIN HIDDEN TESTS", "### END HIDDEN TESTS"
 # A chapter's exercise answers: a markdown cell with this tag after its "## Exercises" cell, folded in an HTML
 # <details> block (Jupyter and the site show it closed until clicked).  Only the teachers' edition has it.
 ANSWERS_TAG = "answers"
-# nbgrader's regions, marked as release.py marks them
-_SOLUTION = re.compile(rf"^([ \t]*){BEGIN_SOLUTION}\n.*?^[ \t]*{END_SOLUTION}[ \t]*$", re.S | re.M)
+# nbgrader's hidden tests, marked as release.py marks them
 _HIDDEN = re.compile(rf"^[ \t]*{BEGIN_HIDDEN}\n.*?^[ \t]*{END_HIDDEN}[ \t]*\n?", re.S | re.M)
 # The papers and datasets the course cites (the References page), at the repository's root.
 BIBFILE = Path(__file__).resolve().parents[2] / "references.bib"
@@ -218,8 +218,7 @@ def page_notebook(notebook: Path, dest: Path, solutions: bool) -> None:
             if "hide-input" not in tags:
                 tags.append("hide-input")
         elif not solutions and (BEGIN_SOLUTION in cell.source or BEGIN_HIDDEN in cell.source):
-            cell.source = _HIDDEN.sub("", _SOLUTION.sub(
-                lambda m: f"{m.group(1)}# YOUR CODE HERE\n{m.group(1)}raise NotImplementedError()", cell.source))
+            cell.source = _HIDDEN.sub("", as_released(cell.source))
             cell.outputs = []
     nbformat.write(nb, dest)
 

@@ -41,7 +41,7 @@ from typing import Any
 
 import nbformat
 
-from ..conventions import annotate
+from ..conventions import annotate, as_released
 from ..sandbox import sandbox_warning
 from ..vetting import vet
 from .student import CELL_MARK, Sandboxed, StudentCodeError
@@ -82,9 +82,12 @@ def _task(grade_id: str) -> int:
 
 
 def grade_submission(student: str, lab: str, notebook: Path, teacher_ids: list[str], workdir: Path,
-                     deadline_s: float, threads: int = 1) -> tuple[list[dict], str]:
+                     deadline_s: float, threads: int = 1, released: dict[str, str] | None = None
+                     ) -> tuple[list[dict], str]:
     """Grade one submission of ``lab``; returns its grade rows (one per task) and its feedback (Markdown).
-    Never raises for what the submission does: a failure is a task's zero with the reason."""
+    Never raises for what the submission does: a failure is a task's zero with the reason.  ``released``
+    (grade id -> the solution cell as released): a submission whose every solution cell is as released is
+    not attempted, and no process is started for it."""
     module = grading_module(lab)
     checks: tuple[Check, ...] = module.CHECKS
     try:
@@ -93,9 +96,9 @@ def grade_submission(student: str, lab: str, notebook: Path, teacher_ids: list[s
             annotate(nb, notebook.name)
         cells = solution_cells(nb, teacher_ids)
     except Exception as error:      # an unreadable notebook: every task 0
-        cells, unreadable = [], f"the notebook could not be read ({type(error).__name__}: {error})"
+        cells, no_process = [], f"the notebook could not be read ({type(error).__name__}: {error})"
     else:
-        unreadable = ""
+        no_process = ""
     tasks = sorted({c.task for c in checks})
     refused: dict[int, str] = {}
     accepted: list[str] = []
@@ -106,9 +109,11 @@ def grade_submission(student: str, lab: str, notebook: Path, teacher_ids: list[s
                                + (f" (and {len(found) - 1} more)" if len(found) > 1 else ""))
         else:
             accepted.append(f"{CELL_MARK}{grade_id}\n{source}\n")
+    if released and cells and all(source.strip() == released.get(grade_id, "").strip() for grade_id, source in cells):
+        no_process = "not attempted: every solution cell is as the release gave it"
     sandboxed = Sandboxed(module.PRELUDE, "".join(accepted), workdir, deadline_s, threads)
     try:
-        results = _run_checks(checks, sandboxed, unreadable, refused, deadline_s)
+        results = _run_checks(checks, sandboxed, no_process, refused, deadline_s)
     finally:
         sandboxed.close()
     rows = []
@@ -122,14 +127,15 @@ def grade_submission(student: str, lab: str, notebook: Path, teacher_ids: list[s
     return rows, _feedback(student, lab, rows, results, refused)
 
 
-def _run_checks(checks: tuple[Check, ...], sandboxed: Sandboxed, unreadable: str, refused: dict[int, str],
+def _run_checks(checks: tuple[Check, ...], sandboxed: Sandboxed, no_process: str, refused: dict[int, str],
                 deadline_s: float) -> list[tuple[Check, bool, str, float]]:
-    """Every check against the student's process: (check, passed, message, seconds)."""
+    """Every check against the student's process (none when ``no_process`` gives the reason every check fails):
+    (check, passed, message, seconds)."""
     results: list[tuple[Check, bool, str, float]] = []
     stopped = ""        # after a check's process is killed at the deadline, the submission's time is spent
     for check in checks:
-        if unreadable or check.task in refused or stopped:
-            results.append((check, False, unreadable or stopped or f"refused: {refused[check.task]}", 0.0))
+        if no_process or check.task in refused or stopped:
+            results.append((check, False, no_process or stopped or f"refused: {refused[check.task]}", 0.0))
             continue
         start = time.monotonic()
         try:
@@ -168,6 +174,13 @@ def _feedback(student: str, lab: str, rows: list[dict], results: list, refused: 
     return "\n".join(lines)
 
 
+def released_solutions(lab: Path) -> dict[str, str]:
+    """The teacher's lab's solution cells as the release gives them: grade id -> source."""
+    annotated = annotate(nbformat.read(lab, as_version=4), lab.name)
+    return {c.metadata.nbgrader["grade_id"]: as_released(c.source) for c in annotated.cells
+            if "solution" in c.metadata.get("nbgrader", {}).get("grade_id", "")}
+
+
 def teacher_grade_ids(lab: Path) -> tuple[list[str], dict[int, int]]:
     """The teacher's lab's solution grade ids, in order, and its number of check cells per task; raises
     ValueError when the grading module's checks do not match the notebook's check cells."""
@@ -186,6 +199,7 @@ def grade_class(pairs: list[tuple[str, Path]], labs: dict[str, Path], deadline_s
     """Grade every ``(student, notebook)`` of labs graded here, one after another; writes
     ``feedback/<student>/<lab>.md`` when given."""
     ids = {name: teacher_grade_ids(labs[name])[0] for name in {nb.stem for _, nb in pairs}}
+    released = {name: released_solutions(labs[name]) for name in ids}
     warning = sandbox_warning()
     if warning:
         print(warning, file=sys.stderr)
@@ -196,7 +210,8 @@ def grade_class(pairs: list[tuple[str, Path]], labs: dict[str, Path], deadline_s
     threads = os.cpu_count() or 1
     with tempfile.TemporaryDirectory(prefix="gnnbook-grade-") as tmp:
         graded = [grade_submission(student, notebook.stem, notebook, ids[notebook.stem], Path(tmp) / f"s{i}",
-                                   deadline_s, threads) for i, (student, notebook) in enumerate(pairs)]
+                                   deadline_s, threads, released[notebook.stem])
+                  for i, (student, notebook) in enumerate(pairs)]
     out = {}
     for (student, notebook), (rows, text) in zip(pairs, graded):
         out[student, notebook] = rows
