@@ -29,6 +29,7 @@ FAIL_FACTOR = 1.25
 # under test (kernels inherit this variable; tqdm reads TQDM_* defaults).
 os.environ.setdefault("TQDM_MININTERVAL", "1")
 _seconds: dict[str, float] = defaultdict(float)
+_file_seconds: dict[str, float] = defaultdict(float)     # every test file's time: where make test's 45 minutes go
 
 
 def pytest_ignore_collect(collection_path, config):
@@ -47,8 +48,10 @@ def pytest_ignore_collect(collection_path, config):
 def pytest_runtest_protocol(item, nextitem):
     start = time.perf_counter()
     yield
-    if str(item.fspath).endswith(".ipynb"):
-        _seconds[os.path.relpath(str(item.fspath), str(item.config.rootpath))] += time.perf_counter() - start
+    path = os.path.relpath(str(item.fspath), str(item.config.rootpath))
+    _file_seconds[path] += time.perf_counter() - start
+    if path.endswith(".ipynb"):
+        _seconds[path] += time.perf_counter() - start
 
 
 def _over_budget(factor: float = 1.0) -> dict[str, float]:
@@ -56,15 +59,21 @@ def _over_budget(factor: float = 1.0) -> dict[str, float]:
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    out = Path(config.rootpath) / "build"
+    out.mkdir(exist_ok=True)
+    if _file_seconds:
+        terminalreporter.section("the slowest test files (all of them: build/test-times.json)")
+        for path, seconds in sorted(_file_seconds.items(), key=lambda kv: -kv[1])[:15]:
+            terminalreporter.write_line(f"{seconds:7.1f} s  {path}")
+        (out / "test-times.json").write_text(json.dumps(dict(sorted(_file_seconds.items(), key=lambda kv: -kv[1])),
+                                                        indent=2))
     if not _seconds:
         return
     terminalreporter.section(f"notebook run times (budget {BUDGET_S:.0f} s each)")
     for nb, seconds in sorted(_seconds.items()):
         flag = "  OVER BUDGET" if seconds > BUDGET_S else ""
         terminalreporter.write_line(f"{seconds:7.1f} s  {nb}{flag}")
-    out = Path(config.rootpath) / "build" / "notebook-times.json"
-    out.parent.mkdir(exist_ok=True)
-    out.write_text(json.dumps(dict(sorted(_seconds.items())), indent=2))
+    (out / "notebook-times.json").write_text(json.dumps(dict(sorted(_seconds.items())), indent=2))
 
 
 def pytest_sessionfinish(session, exitstatus):
