@@ -1,5 +1,5 @@
-"""Lab 2's checks, piece by piece (tests/test_grading.py grades the whole lab: the solution, the release,
-typed answers and the cheats of tests/cheats/lab02_message_passing.py).  Here: the notebook's check cells are
+"""Lab 2's checks, piece by piece (tests/test_grading.py grades the whole lab: the solution, the release
+and the cheats of tests/cheats/lab02_message_passing.py).  Here: the notebook's check cells are
 the grader's checks, and each input the checks choose catches the mistake it is there for."""
 import inspect
 from pathlib import Path

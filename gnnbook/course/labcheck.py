@@ -84,11 +84,6 @@ TORCH_COLLECTIVES: tuple[str, ...] = tuple(
         "allreduce", "allreduce_coalesced", "reduce", "reduce_scatter", "allgather", "allgather_coalesced",
         "broadcast", "alltoall", "alltoall_base", "gather", "scatter")])
 
-# The package's byte-exact model of gloo's traffic (lab 6 asks for the halo exchange's bytes; the
-# package's communicators count with it, so it is refused only around the student's prediction).
-GLOO_BYTE_MODEL: tuple[str, ...] = ("gnnbook.comm.gloo_bytes:all_to_all", "gnnbook.comm.gloo_bytes:Volume.wire_sent",
-                                    "gnnbook.comm.gloo_bytes:Volume.wire_received")
-
 # Lab name -> what computes the lab's answers (every task); a lab's checks refuse all of it.
 LAB_REFERENCES: dict[str, tuple[str, ...]] = {
     # lab 2: the GCN layers and normalisers, and the package's ready-made D^-1/2 (A + I) D^-1/2 of a graph
