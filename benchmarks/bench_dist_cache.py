@@ -61,7 +61,8 @@ def main() -> None:
         report[policy] = dict(remote_bytes_per_epoch=cached, ratio=ratio, hit_rate=cache["hit_rate"],
                               fill_bytes_per_trainer=cache["fill_bytes_per_trainer"],
                               rows_per_trainer=cache["rows_per_trainer"], test_acc=results[policy]["test_acc"])
-        print(f"{policy:>9} cache {100 * args.fraction:g}%: remote bytes per epoch {[round(b / 1e6, 2) for b in cached]} MB, "
+        print(f"{policy:>9} cache {100 * args.fraction:g}%: remote bytes per epoch "
+              f"{[round(b / 1e6, 2) for b in cached]} MB, "
               f"ratio cached / uncached {ratio:.3f} (hit rate {100 * cache['hit_rate']:.1f}%; filled once with "
               f"{cache['fill_bytes_per_trainer'][0] / 1e6:.2f} MB per trainer)")
     report["none"] = dict(remote_bytes_per_epoch=plain, test_acc=results["none"]["test_acc"])

@@ -51,7 +51,8 @@ def main() -> None:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--feature-width", type=int, default=64)
     parser.add_argument("--hidden", type=int, default=16)
-    parser.add_argument("--link", default="10 GbE (TCP)", help="the hybrid's cost model link (gnnbook.comm.collectives.LINKS)")
+    parser.add_argument("--link", default="10 GbE (TCP)",
+                        help="the hybrid's cost model link (gnnbook.comm.collectives.LINKS)")
     parser.add_argument("--link-slowdown", type=float, default=None,
                         help="emulate the link this many times slower in the timed epochs (and plan for it)")
     parser.add_argument("--epochs", type=int, default=8, help="timed epochs per mode, after the measured one")
@@ -91,7 +92,8 @@ def main() -> None:
                 "p3 / data parallel": moved[(f, "p3")][0] / moved[(f, "data_parallel")][0],
                 "with gradients: p3 / data parallel": moved[(f, "p3")][1] / moved[(f, "data_parallel")][1]}
                for f in args.p3_widths]
-    print(f"\nP3 vs data parallel: {args.dataset}, K=2, one minibatch of {args.batch_size} per machine, H={args.hidden}")
+    print(f"\nP3 vs data parallel: {args.dataset}, K=2, one minibatch of {args.batch_size} per machine, "
+          f"H={args.hidden}")
     print(pd.DataFrame(p3_rows).round(3).to_string(index=False))
     if args.json:
         print(json.dumps({"pushpull": rows, "p3": p3_rows}))

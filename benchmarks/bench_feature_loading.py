@@ -35,7 +35,8 @@ def main() -> None:
     grid = measure_host_grid(batches, args.widths, graph.num_nodes(), args.repeats, args.rounds)
     engine = zero_copy_engine()
     print(f"{args.dataset}, fanouts {args.fanouts}; GPU: {f'yes, zero-copy by {engine}' if engine else 'no'}")
-    print(f"{'seeds':>5} {'rows':>6} {'width':>5} {'MB':>7} {'pageable us':>11} {'pinned us':>9} {'pinned/pageable':>15}"
+    print(f"{'seeds':>5} {'rows':>6} {'width':>5} {'MB':>7} {'pageable us':>11} {'pinned us':>9} "
+          f"{'pinned/pageable':>15}"
           + ("   GPU: pinned/pageable  zero-copy/pageable" if engine else ""))
     for r in grid:
         line = (f"{r['batch_size']:5d} {r['rows']:6.0f} {r['width']:5d} {r['bytes'] / 1e6:7.2f} "

@@ -77,7 +77,8 @@ def main() -> None:
     p, o = statistics.median(plain), statistics.median(ours)
     print(f"plain DGL GCN epoch: {1000 * p:.2f} ms   gnnbook GCN epoch: {1000 * o:.2f} ms   "
           f"(median of {args.repeats} runs x {args.epochs} epochs, Cora)")
-    print(f"ratio gnnbook / plain DGL = {o / p:.2f}  (target <= 1.1) -> {'OK' if o / p <= 1.1 else 'SLOWER THAN TARGET'}")
+    print(f"ratio gnnbook / plain DGL = {o / p:.2f}  (target <= 1.1) -> "
+          f"{'OK' if o / p <= 1.1 else 'SLOWER THAN TARGET'}")
 
 
 if __name__ == "__main__":

@@ -7,8 +7,8 @@ stored under DGL's example names ``features`` and ``labels``), with the same fan
 per trainer, model (two-layer GraphSAGE, mean aggregator), hidden size, learning rate and epochs,
 on 2 emulated machines x 2 trainers (the course's GraphSAGE with ``--no-input-dropout``: DGL's drops out
 between layers only; and ``--no-neighbour-stats``: DGL's script counts no remote neighbours, which costs the
-course's trainer a read of every sampled edge per step, about 3-4% of its epoch here), each machine under a memory cgroup that measures its peak
-(the budget is set high: here it measures, it does not constrain).
+course's trainer a read of every sampled edge per step, about 3-4% of its epoch here), each machine under a memory
+cgroup that measures its peak (the budget is set high: here it measures, it does not constrain).
 
 - course: ``python -m gnnbook dist-train --part-config ...``;
 - DGL: ``examples/distributed/graphsage/node_classification.py`` of DGL v2.1.0, unmodified, run
@@ -19,10 +19,10 @@ course's trainer a read of every sampled edge per step, about 3-4% of its epoch 
 
 An epoch's time is the slowest trainer's training time (evaluation excluded), averaged over the
 last 80% of the epochs, the rule of DGL's script; each side runs ``--repeats`` jobs, in alternating
-order, and keeps its fastest (the least disturbed) and each machine's highest peak.  Printed as ratios course / DGL; targets: time
-<= 1.0, peak memory per machine <= 1.1.  What differs, by design: the course's trainer samples its next minibatch
-while its gradient all-reduce runs (DGL's DDP overlaps the all-reduce with the backward pass instead, which on
-this model's few parameters hides little); DGL's script evaluates once, at
+order, and keeps its fastest (the least disturbed) and each machine's highest peak.  Printed as ratios course / DGL;
+targets: time <= 1.0, peak memory per machine <= 1.1.  What differs, by design: the course's trainer samples its next
+minibatch while its gradient all-reduce runs (DGL's DDP overlaps the all-reduce with the backward pass instead, which
+on this model's few parameters hides little); DGL's script evaluates once, at
 the end, with full-neighbour layer-wise inference over every node; the course's trainer evaluates
 the validation and test nodes after every epoch with sampled neighbours (``--eval-fanouts``).
 Both peaks include their evaluation.
@@ -95,8 +95,8 @@ def epoch_seconds(per_epoch: list[float]) -> float:
 
 def gnnbook(*args: str, deadline_s: float) -> dict:
     """``python -m gnnbook ARGS --json``: its JSON, or exit with its stderr's tail."""
-    done = subprocess.run([sys.executable, "-m", "gnnbook", args[0], "--json", *args[1:]], capture_output=True, text=True,
-                          timeout=deadline_s + 120)
+    done = subprocess.run([sys.executable, "-m", "gnnbook", args[0], "--json", *args[1:]], capture_output=True,
+                          text=True, timeout=deadline_s + 120)
     if done.returncode != 0:
         sys.exit(f"error: `gnnbook {args[0]}` failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
     return json.loads(done.stdout)
@@ -106,7 +106,8 @@ def run_course(config: Path, args: argparse.Namespace, workdir: Path) -> dict:
     result = gnnbook("dist-train", "--part-config", str(config), "--num-trainers", str(args.num_trainers),
                      "--model", "sage", "--epochs", str(args.epochs), "--batch-size", str(args.batch_size),
                      "--fanouts", args.fan_out, "--eval-fanouts", args.eval_fanouts, "--hidden", str(args.num_hidden),
-                     "--lr", str(args.lr), "--no-input-dropout", "--no-neighbour-stats", "--machine-memory", args.machine_memory, "--deadline", str(args.deadline),
+                     "--lr", str(args.lr), "--no-input-dropout", "--no-neighbour-stats",
+                     "--machine-memory", args.machine_memory, "--deadline", str(args.deadline),
                      "--no-baseline", "--history", "--no-progress", "--workdir", str(workdir),
                      deadline_s=args.deadline)
     return dict(seconds=epoch_seconds([h["seconds"] for h in result["history"]]),
@@ -182,7 +183,8 @@ def main() -> None:
           f"{args.repeats} jobs per side; "
           f"peaks from each machine's memory cgroup ({course['mode']})")
     rows = [("time per epoch (s)", course["seconds"], dgl["seconds"], "<= 1.0", "{:.2f}")]
-    rows += [(f"peak of machine {m}", c, d, "<= 1.1", "gib") for m, (c, d) in enumerate(zip(course["peaks"], dgl["peaks"]))]
+    rows += [(f"peak of machine {m}", c, d, "<= 1.1", "gib")
+             for m, (c, d) in enumerate(zip(course["peaks"], dgl["peaks"]))]
     print(f"{'':<20}{'course':>10}{'DGL':>10}{'course/DGL':>12}  target")
     for name, c, d, target, fmt in rows:
         shown = [format_gib(v) if fmt == "gib" else fmt.format(v) for v in (c, d)]

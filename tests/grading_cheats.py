@@ -32,7 +32,8 @@ PASS_EVERY_CHECK = ('get_ipython().input_transformers_cleanup.append(\n'
 TRY_EVERY_CELL = ("import ast\n"
                   "class Wrap(ast.NodeTransformer):\n"
                   "    def visit_Module(self, node):\n"
-                  "        handler = ast.ExceptHandler(type=ast.Name('BaseException', ast.Load()), name=None, body=[ast.Pass()])\n"
+                  "        handler = ast.ExceptHandler(type=ast.Name('BaseException', ast.Load()), name=None, "
+                  "body=[ast.Pass()])\n"
                   "        node.body = [ast.Try(body=node.body, handlers=[handler], orelse=[], finalbody=[])]\n"
                   "        return ast.fix_missing_locations(node)\n"
                   "get_ipython().ast_transformers.append(Wrap())")
@@ -55,7 +56,8 @@ class Cheat:
     expect: str = ""              # what the grade table's reason for the task must say
 
     def __post_init__(self):
-        assert self.kind in KINDS + ISOLATION_KINDS, f"{self.name}: kind {self.kind!r} is not one of {KINDS + ISOLATION_KINDS}"
+        assert self.kind in KINDS + ISOLATION_KINDS, (f"{self.name}: kind {self.kind!r} is not one of "
+                                                      f"{KINDS + ISOLATION_KINDS}")
 
 
 def _load(path: Path) -> list[Cheat]:

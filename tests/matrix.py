@@ -99,7 +99,8 @@ def run_notebook(notebook: str, parameters: dict, out_dir: Path, timeout_s: int 
     try:
         execute_notebook(ROOT / notebook, out_dir / f"{stem}.ipynb", {**parameters, "results_path": str(results)},
                          cell_timeout_s=timeout_s)
-    except Exception as exc:  # a failed assert arrives as PapermillExecutionError, a cell past its deadline as CellDeadline
+    # a failed assert arrives as PapermillExecutionError, a cell past its deadline as CellDeadline
+    except Exception as exc:
         lines = [line for line in str(exc).splitlines() if line.strip()]
         return Run(notebook, parameters, False, time.perf_counter() - start,
                    " | ".join(lines[-3:])[:400] if lines else traceback.format_exc(limit=1))
@@ -154,5 +155,6 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     # this checkout's gnnbook, for this process and for the kernels papermill starts
     sys.path.insert(0, str(ROOT))
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT)]
+                                               + [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p])
     sys.exit(main())

@@ -46,5 +46,6 @@ def test_every_command_that_executes_notebooks_has_a_cell_deadline():
     release = (ROOT / "gnnbook" / "course" / "release.py").read_text()
     assert "config.Execute.timeout = int(cell_timeout_s)" in release, "autograde"
     callers = [p for p in ROOT.glob("**/*.py")
-               if ".venv" not in p.parts and p.name != Path(__file__).name and "papermill.execute_notebook(" in p.read_text()]
+               if ".venv" not in p.parts and p.name != Path(__file__).name
+               and "papermill.execute_notebook(" in p.read_text()]
     assert [p.relative_to(ROOT).as_posix() for p in callers] == ["gnnbook/course/course_run.py"], callers

@@ -26,7 +26,8 @@ def test_env_passes_in_the_course_environment():
 def test_pin_check_flags_torch_beside_dgl():
     reqs = course_requirements()
     assert "torch==2.2.1" in reqs and "dgl==2.1.0" in reqs
-    problems = check_pins({"torch": "2.3.0", "dgl": "2.1.0", "numpy": "2.0.1"}, ["torch==2.2.1", "dgl==2.1.0", "numpy<2"])
+    problems = check_pins({"torch": "2.3.0", "dgl": "2.1.0", "numpy": "2.0.1"},
+                          ["torch==2.2.1", "dgl==2.1.0", "numpy<2"])
     assert [p.name for p in problems] == ["torch", "numpy"]
     assert "DGL 2.1.0 supports torch 2.0.0-2.2.1 only" in problems[0].message()
     assert check_pins({"torch": "2.2.1+cu121"}, ["torch==2.2.1"]) == [], "local build labels are fine"
@@ -62,7 +63,8 @@ def test_data_readme_matches_the_registry():
 
 
 def test_train_json_record_and_readable_summary():
-    run = gnnbook("train", "--dataset", "cora", "--model", "gcn", "--seeds", "2", "--epochs", "40", "--json", "--no-progress")
+    run = gnnbook("train", "--dataset", "cora", "--model", "gcn", "--seeds", "2", "--epochs", "40", "--json",
+                  "--no-progress")
     assert run.returncode == 0, run.stderr
     record = json.loads(run.stdout)
     assert {"test_acc_mean", "test_acc_std", "seconds_per_epoch", "peak_memory_bytes"} <= set(record)

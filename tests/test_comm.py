@@ -71,7 +71,8 @@ def test_measured_bytes_match_gloo_and_the_formula(n):
     # totals since construction are the sum of the windows (nothing else crossed the sockets)
     for r in out:
         c = r["comm"]
-        assert c["sent"] == sum(row["sent"] for row in c["by_op"].values() if "sent" in row) + c["windows"]["send/recv"][0]
+        assert c["sent"] == (sum(row["sent"] for row in c["by_op"].values() if "sent" in row)
+                             + c["windows"]["send/recv"][0])
 
 
 def test_gloo_model_and_ring_formula():

@@ -18,9 +18,11 @@ from gnnbook.course.claims import Claims
 
 measured = sum(range(10))
 claims = Claims("01_tiny")
-assert claims.add("the sum of 0..9", kind="model", source="our model: Gauss, 1786, eq. 1", published="45", measured=str(measured),
+assert claims.add("the sum of 0..9", kind="model", source="our model: Gauss, 1786, eq. 1", published="45", \
+measured=str(measured),
                   holds=measured == 45)
-claims.add("a claim that does not hold", kind="measurement", source="our measurement", published="1", measured="2", holds=False)
+claims.add("a claim that does not hold", kind="measurement", source="our measurement", published="1", \
+measured="2", holds=False)
 plt.plot([0, 1], [1, 0])
 plt.title("a figure")
 plt.show()
@@ -62,7 +64,8 @@ def test_course_table_has_every_claim_and_a_row_for_a_notebook_without_claims(co
     assert all(r.executed.exists() and r.error is None for r in runs)
     rows = [row for run in runs for row in run.rows()]
     assert [r["holds"] for r in rows] == [True, False, None]
-    assert rows[0]["source"] == "our model: Gauss, 1786, eq. 1" and rows[0]["kind"] == "model" and rows[0]["measured"] == "45"
+    assert (rows[0]["source"] == "our model: Gauss, 1786, eq. 1" and rows[0]["kind"] == "model"
+            and rows[0]["measured"] == "45")
     assert "no claims recorded" in rows[2]["claim"]
     table, passed = report(runs)
     assert not passed, "a claim that does not hold fails the course run"

@@ -94,7 +94,8 @@ def test_cluster_dry_run_commands(tmp_path, parts):
         ip = ["10.1.0.11", "10.1.0.12"][p.machine]
         assert p.full_argv[0] == "ssh" and ip in p.full_argv and "BatchMode=yes" in p.full_argv
         remote = p.full_argv[-1]
-        env = dict(w.split("=", 1) for w in shlex.split(remote.split("exec env ", 1)[1]) if "=" in w and not w.startswith("-"))
+        env = dict(w.split("=", 1) for w in shlex.split(remote.split("exec env ", 1)[1])
+                   if "=" in w and not w.startswith("-"))
         assert remote.endswith("python3 train.py --epochs 2")
         assert env["DGL_NUM_CLIENT"] == "4" and env["DGL_NUM_SERVER"] == "1"
         assert env["DGL_CONF_PATH"] == str(parts["metis"].resolve())

@@ -72,7 +72,8 @@ def job_env(machine: int = 1, pythonpath: str | None = None) -> dict[str, str]:
     return env
 
 
-def check_in_process(flags: list[str], env: dict[str, str], partition: int | None = None) -> subprocess.CompletedProcess:
+def check_in_process(flags: list[str], env: dict[str, str],
+                     partition: int | None = None) -> subprocess.CompletedProcess:
     """What the gnnbook trainer does first in every server and trainer, in a real process."""
     code = (f"import sys; sys.path.insert(0, {str(REPO)!r}); from gnnbook.distributed.emulation import verify; "
             f"verify({partition!r}); print('adapted')")
@@ -143,21 +144,23 @@ def test_resume_refuses_a_missing_checkpoint_or_another_run(tmp_path, cora2, dgl
     config = TrainConfig(epochs=4, checkpoint_dir=str(tmp_path / "ckpt"), resume=True)
     with pytest.raises(CheckpointError, match="no checkpoint in .*--resume-if-present"):
         resume_state(config, 4, cora2)
-    assert resume_state(TrainConfig(**{**config.to_dict(), "resume": False, "resume_if_present": True}), 4, cora2) is None
+    assert resume_state(TrainConfig(**{**config.to_dict(), "resume": False, "resume_if_present": True}),
+                        4, cora2) is None
     model = torch.nn.Linear(3, 2)
     save_checkpoint(config.checkpoint_dir, dict(epoch=1, model=model.state_dict(), history=[{"epoch": 0}],
                                                 identity=identity(config, 4, cora2)))
     assert resume_state(TrainConfig(**{**config.to_dict(), "epochs": 8}), 4, cora2)["epoch"] == 1  # more epochs: fine
     for other, world, part, what in [(dict(lr=0.01), 4, cora2, "lr: checkpoint 0.003, now 0.01"),
-                                     (dict(model="gat"), 4, cora2, "model"), ({}, 2, cora2, "world_size: checkpoint 4, now 2"),
+                                     (dict(model="gat"), 4, cora2, "model"),
+                                     ({}, 2, cora2, "world_size: checkpoint 4, now 2"),
                                      ({}, 4, dgl_parts, "a different partition config")]:
         with pytest.raises(CheckpointError, match=f"different run .*{what}"):
             resume_state(TrainConfig(**{**config.to_dict(), **other}), world, part)
 
 
 def test_dist_train_refuses_a_missing_checkpoint_before_starting(cora2, tmp_path):
-    done = gnnbook_cli("dist-train", "--part-config", str(cora2), "--resume", "--checkpoint-dir", str(tmp_path / "none"),
-                       "--workdir", str(tmp_path / "w"), timeout=60)
+    done = gnnbook_cli("dist-train", "--part-config", str(cora2), "--resume", "--checkpoint-dir",
+                       str(tmp_path / "none"), "--workdir", str(tmp_path / "w"), timeout=60)
     assert done.returncode == 2 and "no checkpoint in" in done.stderr and "Traceback" not in done.stderr
     assert not list(tmp_path.rglob("logs"))
 
@@ -258,8 +261,8 @@ def test_unmodified_dgl_style_script_through_launch(dgl_parts, tmp_path):
 
 def test_placeholders_and_the_users_own_separator(cora2, tmp_path):
     done = gnnbook_cli("launch", "--part-config", str(cora2), "--num-trainers", "2", "--dry-run", "--workdir",
-                       str(tmp_path / "w"), "--", "python3", "s.py", "--ip_config", "{ip_config}", "--n", "{num_trainers}",
-                       "--", "--raw", "{x}", timeout=60)
+                       str(tmp_path / "w"), "--", "python3", "s.py", "--ip_config", "{ip_config}",
+                       "--n", "{num_trainers}", "--", "--raw", "{x}", timeout=60)
     assert done.returncode == 0, done.stderr[-2000:]
     ip_config = re.search(r"ip_config (\S+):", done.stdout).group(1)
     assert ip_config.startswith(str(tmp_path / "w"))

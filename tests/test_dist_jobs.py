@@ -339,7 +339,8 @@ def test_killed_netns_launcher_leaves_no_namespace(cora2):
         hosts = launcher.stdout.readline().strip()
 
         def traces() -> dict[str, int]:
-            return {"netns": subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.count(hosts),
+            return {"netns": subprocess.run(["ip", "netns", "list"], capture_output=True,
+                                            text=True).stdout.count(hosts),
                     "links": subprocess.run(["ip", "link"], capture_output=True, text=True).stdout.count(hosts),
                     "mounts": Path("/proc/mounts").read_text().count(hosts), "processes": len(job_processes(tag))}
 
@@ -398,7 +399,8 @@ def test_hung_trainer_is_stopped_with_its_stack_in_the_log(cora2, tmp_path):
     with LocalCluster(cora2, workdir=tmp_path / "w") as cluster:
         plan = cluster.plan([sys.executable, str(script)])
         with Job(plan, deadline_s=150, peer_exit_grace_s=5) as job:
-            with pytest.raises(JobFailed, match="'trainer-m1-r0' exited with code 0 but trainer-m0-r0 still ran") as failure:
+            with pytest.raises(JobFailed,
+                               match="'trainer-m1-r0' exited with code 0 but trainer-m0-r0 still ran") as failure:
                 job.wait()
     log = job.log("trainer-m0-r0")
     assert "entering all_reduce" in log and "in blocked_in_all_reduce" in log, log[-3000:]
@@ -451,7 +453,8 @@ def test_ctrl_c_in_a_notebook_kernel_stops_the_job(cora2):
         reply = client.get_shell_msg(timeout=60)
         while reply["parent_header"].get("msg_id") != msg_id:
             reply = client.get_shell_msg(timeout=60)
-        assert reply["content"]["status"] == "error" and reply["content"]["ename"] == "KeyboardInterrupt", reply["content"]
+        assert (reply["content"]["status"] == "error"
+                and reply["content"]["ename"] == "KeyboardInterrupt"), reply["content"]
         wait_until(lambda: not job_processes(tag) or time.monotonic() - interrupted > 10, 12, "")
         watch.stop()
         assert len(watch.seen_pids) >= 4 and watch.leftovers() == ([], [])

@@ -143,7 +143,8 @@ def test_two_servers_per_machine_train(cora2):
     with LocalCluster(cora2, num_trainers=1, num_servers=2, deadline_s=200) as cluster:
         result = cluster.train(TrainConfig(epochs=2))
         names = [p.name for p in cluster.last_plan.processes]
-    assert [n for n in names if n.startswith("server")] == ["server-m0-s0", "server-m0-s1", "server-m1-s0", "server-m1-s1"]
+    assert [n for n in names if n.startswith("server")] == ["server-m0-s0", "server-m0-s1", "server-m1-s0",
+                                                            "server-m1-s1"]
     assert result["world_size"] == 2 and result["epochs_run"] == 2
     assert result["steps_per_trainer"][0] == result["steps_per_trainer"][1] == 2 * result["steps_per_epoch"]
     assert result["feature_rows"]["remote_fraction"] > 0 and result["test_acc"] > 0.3
@@ -242,7 +243,8 @@ def test_port_clash_gives_up_after_bounded_retries(cora2, tmp_path, monkeypatch)
     busy = _listening()
     taken = busy.getsockname()[1]
     real = launcher.free_port_block
-    monkeypatch.setattr(launcher, "free_port_block", lambda count, *a, **k: taken if count == 1 else real(count, *a, **k))
+    monkeypatch.setattr(launcher, "free_port_block",
+                        lambda count, *a, **k: taken if count == 1 else real(count, *a, **k))
     sleeper = [sys.executable, "-c", "import time; time.sleep(60)"]
     start = time.monotonic()
     try:
@@ -295,7 +297,8 @@ def test_local_plan_puts_everything_on_loopback(cora2, tmp_path):
             assert p.env["MASTER_PORT"] == store.argv[store.argv.index("--port") + 1]
 
 
-@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("capsh") is None, reason="needs root and capsh to drop a capability")
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("capsh") is None,
+                    reason="needs root and capsh to drop a capability")
 @pytest.mark.parametrize("capability", ["cap_net_admin", "cap_sys_admin"])
 def test_netns_unavailable_names_the_missing_capability(capability):
     """Root without CAP_NET_ADMIN (a default container): the netns tests skip with this reason."""

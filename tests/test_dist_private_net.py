@@ -132,9 +132,10 @@ def test_another_uid_cannot_reach_a_running_jobs_ports(cora2, tmp_path, private)
 
 
 def test_without_namespaces_the_job_warns_of_the_exposure(cora2, tmp_path, monkeypatch, capfd):
-    monkeypatch.setattr(private_net, "_probe", lambda: (None, "this kernel refuses an unprivileged user namespace "
-                                                              "(test); kernel.apparmor_restrict_unprivileged_userns is 1: "
-                                                              "to enable, sudo sysctl -w ..."))
+    monkeypatch.setattr(private_net, "_probe",
+                        lambda: (None, "this kernel refuses an unprivileged user namespace "
+                                       "(test); kernel.apparmor_restrict_unprivileged_userns is 1: "
+                                       "to enable, sudo sysctl -w ..."))
     with LocalCluster(cora2, workdir=tmp_path / "w", deadline_s=120) as cluster:
         codes = cluster.run([sys.executable, "-c", "pass"])
     assert set(codes.values()) == {0}
@@ -193,7 +194,8 @@ def test_netns_machines_are_unreachable_from_the_root_namespace():
         try:
             assert server.stdout.readline().strip() == "up"
             reach = ("import socket, sys\ntry:\n    c = socket.create_connection((sys.argv[1], 30050), timeout=3)\n"
-                     "    c.settimeout(3)\n    print('reached' if c.recv(8) == b'machine0' else 'refused: not the server')\n"
+                     "    c.settimeout(3)\n"
+                     "    print('reached' if c.recv(8) == b'machine0' else 'refused: not the server')\n"
                      "except OSError as err:\n    print('refused', err)\n")
             peer = subprocess.run([*m1.prefix, sys.executable, "-c", reach, m0.ip], capture_output=True, text=True,
                                   timeout=30)

@@ -33,7 +33,8 @@ def test_the_bar_follows_a_log_written_while_it_runs(tmp_path):
         writer.join()
         time.sleep(0.2)
         assert progress._bar.n == 3       # of 2 runs x 2 epochs
-    assert [(e["run"], e["epoch"], e["val_acc"]) for e in progress.epochs_seen] == [(0, 0, 0.3), (0, 1, 0.7), (1, 0, 0.4)]
+    assert ([(e["run"], e["epoch"], e["val_acc"]) for e in progress.epochs_seen]
+            == [(0, 0, 0.3), (0, 1, 0.7), (1, 0, 0.4)])
     assert parse_epoch_line("epoch 2: loss nan val 0.100 test 0.100 1.00s")["loss"] != 0
 
 

@@ -104,7 +104,8 @@ def test_loading_model_zero_copy_pays_for_whole_lines():
 def test_ranking_disagreements_judges_only_pairs_the_model_separates():
     modelled = {"pageable": 3.0, "pinned": 2.0, "zero-copy": 1.0}
     assert ranking_disagreements(modelled, {"pageable": 9.0, "pinned": 5.0, "zero-copy": 4.0}) == []
-    assert ranking_disagreements(modelled, {"pageable": 9.0, "pinned": 3.0, "zero-copy": 4.0}) == [("zero-copy", "pinned")]
+    assert (ranking_disagreements(modelled, {"pageable": 9.0, "pinned": 3.0, "zero-copy": 4.0})
+            == [("zero-copy", "pinned")])
     assert ranking_disagreements({"a": 1.0, "b": 1.1}, {"a": 2.0, "b": 1.0}) == []   # within the margin
     with pytest.raises(ValueError, match="margin"):
         ranking_disagreements(modelled, modelled, margin=0.5)

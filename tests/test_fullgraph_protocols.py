@@ -96,7 +96,8 @@ def test_pipegcn_is_exactly_one_epoch_stale_and_bytes_match():
 
 @pytest.mark.timeout(300)
 def test_timing_runs_alternate_and_each_starts_afresh():
-    out = run_sequence([("gnnbook.ch6_fullgraph.stale:time_modes", dict(dataset="cora", pairs=2, epochs=4, hidden=HIDDEN))],
+    out = run_sequence([("gnnbook.ch6_fullgraph.stale:time_modes",
+                         dict(dataset="cora", pairs=2, epochs=4, hidden=HIDDEN))],
                        2, deadline_s=240)[0]
     for o in out:
         assert o.modes == ["sync", "pipe", "sync", "pipe", "sync"]
@@ -128,9 +129,10 @@ def test_bad_input_is_named():
 def test_sancus_bound_zero_is_synchronous_and_skips_stay_within_the_bound():
     from gnnbook.comm.gloo_bytes import all_reduce
 
-    configs = [dict(protocol="sync"), dict(protocol="sancus", bound=0), dict(protocol="sancus", threshold=10.0, bound=2)]
-    jobs = [("gnnbook.ch6_fullgraph.protocols:train", dict(dataset="cora", epochs=8, hidden=HIDDEN, eval_every=8, lr=0.05,
-                                                        **c)) for c in configs]
+    configs = [dict(protocol="sync"), dict(protocol="sancus", bound=0),
+               dict(protocol="sancus", threshold=10.0, bound=2)]
+    jobs = [("gnnbook.ch6_fullgraph.protocols:train",
+             dict(dataset="cora", epochs=8, hidden=HIDDEN, eval_every=8, lr=0.05, **c)) for c in configs]
     sync, never, skipping = run_sequence(jobs, 2, deadline_s=240)
     if torch.equal(sync[0].assignment, never[0].assignment):
         assert never[0].losses == sync[0].losses

@@ -119,7 +119,8 @@ def grade(labs: list[Path], submissions: dict[tuple[str, str], nbformat.Notebook
 def _selected(request) -> list[str]:
     """The labs whose test this session runs (``-k lab04`` grades lab 4 only)."""
     names = {item.callspec.params["name"] for item in request.session.items
-             if getattr(item, "originalname", "") == "test_only_the_solution_earns_points" and hasattr(item, "callspec")}
+             if getattr(item, "originalname", "") == "test_only_the_solution_earns_points"
+             and hasattr(item, "callspec")}
     return sorted(names) or GRADED
 
 
@@ -210,4 +211,5 @@ def test_only_the_solution_earns_points(name, graded):
     if ("honest", name) in run["second"]:
         honest = run["second"][("honest", name)]
         assert all(points == most for points, most in honest.values()), \
-            f"{name}: an honest submission graded beside the cheats lost points: {honest} {run['second_why'][('honest', name)]}"
+            (f"{name}: an honest submission graded beside the cheats lost points: {honest} "
+             f"{run['second_why'][('honest', name)]}")

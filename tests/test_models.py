@@ -111,7 +111,8 @@ def test_vgae_scores_are_inner_products(graph):
     model = VGAE(16).eval()
     z, mean, _ = model.encode(graph, graph.ndata["feat"])
     assert torch.equal(z, mean), "evaluation uses the mean embedding"
-    assert torch.allclose(model.score(z, torch.tensor([1]), torch.tensor([2])), (z[1] * z[2]).sum(-1, keepdim=True).squeeze(-1))
+    assert torch.allclose(model.score(z, torch.tensor([1]), torch.tensor([2])),
+                          (z[1] * z[2]).sum(-1, keepdim=True).squeeze(-1))
 
 
 def _grads(module: torch.nn.Module) -> list[torch.Tensor]:
@@ -139,7 +140,8 @@ def test_sage_is_the_mean_aggregator_of_dgl_sageconv_and_of_its_formula(graph):
     expected = refs[1](graph, torch.relu(refs[0](graph, x)))
     out = ours(graph, x)
     src, dst = graph.edges()
-    adj = torch.zeros(graph.num_nodes(), graph.num_nodes()).index_put_((dst, src), torch.ones(len(src)), accumulate=True)
+    adj = torch.zeros(graph.num_nodes(), graph.num_nodes()).index_put_((dst, src), torch.ones(len(src)),
+                                                                       accumulate=True)
     mean = adj / adj.sum(1, keepdim=True).clamp(min=1)
     h = x
     for i, layer in enumerate(ours.layers):
@@ -166,7 +168,8 @@ def test_gin_equals_dgl_ginconv_sum_with_a_learnt_epsilon(graph):
     x = graph.ndata["feat"]
     expected = refs[1](graph, torch.relu(refs[0](graph, x)))
     src, dst = graph.edges()
-    adj = torch.zeros(graph.num_nodes(), graph.num_nodes()).index_put_((dst, src), torch.ones(len(src)), accumulate=True)
+    adj = torch.zeros(graph.num_nodes(), graph.num_nodes()).index_put_((dst, src), torch.ones(len(src)),
+                                                                       accumulate=True)
     by_hand = refs[0].apply_func(1.25 * x + adj @ x)
     assert torch.allclose(refs[0](graph, x), by_hand, atol=1e-5), "the sum aggregator with (1 + eps)"
     _same_outputs_and_gradients(ours, ours(graph, x), refs, expected, list(ours.parameters()),

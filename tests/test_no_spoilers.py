@@ -221,7 +221,8 @@ def test_the_checks_find_a_spoiler(tmp_path):
     for expected in ("c1: show_source(algorithms.ring_all_reduce) prints gnnbook.comm.algorithms:ring_all_reduce",
                      "c2: show_source(ring) prints gnnbook.comm.algorithms:ring_all_reduce, which lab03_collectives",
                      f"c1: show_source(algorithms.ring_all_reduce) prints line {ring!r} of lab03_collectives",
-                     "c3: show_source(subgraph.HaloExchange) prints gnnbook.ch6_fullgraph.subgraph:HaloExchange.forward",
+                     "c3: show_source(subgraph.HaloExchange) prints "
+                     "gnnbook.ch6_fullgraph.subgraph:HaloExchange.forward",
                      "c3: show_source(algorithms) prints gnnbook.comm.algorithms:tree_all_reduce"):
         assert expected in shown, f"not found: {expected}\nin:\n{shown}"
     assert f"c4: holds line {ring!r} of lab03_collectives's solution" in "\n".join(cell_findings(path))

@@ -59,7 +59,8 @@ def test_exercise_answers_are_folded_after_their_exercises(path):
             continue
         text, before = "".join(cell["source"]), "".join(cells[i - 1]["source"])
         assert cell["cell_type"] == "markdown" and before.startswith("## Exercises"), f"{path.name}, cell {i}"
-        assert text.startswith("<details>\n<summary>") and text.rstrip().endswith("</details>"), f"{path.name}, cell {i}"
+        assert (text.startswith("<details>\n<summary>")
+                and text.rstrip().endswith("</details>")), f"{path.name}, cell {i}"
         asked = re.findall(r"^(\d+)\. ", before, re.M)
         answered = re.findall(r"^(\d+)\. ", text, re.M)
         assert answered == asked, f"{path.name}: exercises {asked}, answers {answered}"

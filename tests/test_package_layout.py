@@ -11,7 +11,8 @@ PACKAGE = Path(gnnbook.__file__).resolve().parent
 # Names that Python packaging writes build output to, and that the common Python
 # .gitignore templates ignore at any depth: a module folder with such a name is
 # silently dropped by forks and skipped by tools as generated.
-GENERATED_NAMES = {"dist", "build", "eggs", "sdist", "wheels", "develop-eggs", "downloads", "parts", "var", "lib", "lib64"}
+GENERATED_NAMES = {"dist", "build", "eggs", "sdist", "wheels", "develop-eggs", "downloads", "parts", "var", "lib",
+                   "lib64"}
 
 
 def test_no_package_folder_has_a_generated_output_name():

@@ -27,7 +27,8 @@ def test_metrics_by_hand():
     # cut: 0-1, 1-2, 2-3, 3-4, 4-5, both ways = 10 of 14; halos: part 0 {1, 3, 5}, part 1 {0, 2, 4}
     assert m["cut_edges"] == 10 and m["halo_sizes"] == [3, 3] and m["replication_factor"] == 2.0
     m = P.partition_metrics(two_triangles(), [0, 0, 0, 0, 0, 1])
-    assert m["vertex_balance"] == pytest.approx(5 / 3) and m["part_edges"] == [12, 2]   # node 5 has in-edges from 3 and 4
+    # node 5 has in-edges from 3 and 4
+    assert m["vertex_balance"] == pytest.approx(5 / 3) and m["part_edges"] == [12, 2]
     assert m["edge_balance"] == pytest.approx(12 / 7)
 
 

@@ -17,7 +17,8 @@ PY = sys.executable
 
 
 def _descendants() -> list[psutil.Process]:
-    return [p for p in psutil.Process().children(recursive=True) if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+    return [p for p in psutil.Process().children(recursive=True)
+            if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
 
 
 def test_success_returns_exit_codes(tmp_path):
@@ -53,7 +54,8 @@ def test_a_killed_process_is_reported_by_signal():
 
 
 def test_deadline_stops_a_hang_and_its_grandchildren():
-    script = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); time.sleep(600)"
+    script = ("import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); "
+              "time.sleep(600)")
     start = time.monotonic()
     with pytest.raises(ProcessFailed, match="deadline of 2 s passed; still running: hang"):
         with ProcessGroup(deadline_s=2) as group:

@@ -102,7 +102,8 @@ def _cheapest_by_enumeration(problem, rank, cost_model):
                 if problem.owner[w] != rank:
                     present.add((w, l - 1))
         plan = pp.Plan(rank, torch.nonzero(problem.owner == rank).flatten(),
-                       [torch.tensor(sorted(u for u, m in computed if m == l), dtype=torch.int64) for l in range(problem.layers)],
+                       [torch.tensor(sorted(u for u, m in computed if m == l), dtype=torch.int64)
+                        for l in range(problem.layers)],
                        [torch.tensor(sorted(u for u, m in present - computed if m == l), dtype=torch.int64)
                         for l in range(problem.layers)])
         best = min(best, pp.modelled_cost(problem, plan, cost_model))

@@ -71,7 +71,8 @@ def claim_calls(nb_path: Path):
                     values = dicts[source.value.id].values                 # SOURCE[model]: each value is a source
                     strings = ["".join(n.value for n in ast.walk(v) if isinstance(n, ast.Constant)) for v in values]
                 else:
-                    strings = [n.value for n in ast.walk(source) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+                    strings = [n.value for n in ast.walk(source)
+                               if isinstance(n, ast.Constant) and isinstance(n.value, str)]
                 yield node, keywords, strings
 
 

@@ -126,4 +126,5 @@ def test_a_measurement_that_cannot_be_taken_scores_nothing_under_the_grader(monk
     cell = nbformat.v4.new_code_cell("# Check", metadata={"nbgrader": {"grade_id": "task2-check1"}})
     cell.outputs = [nbformat.v4.new_output("error", ename="NotGradedHere", evalue=str(raised.value), traceback=[])]
     nbformat.write(nbformat.v4.new_notebook(cells=[cell]), tmp_path / "graded.ipynb")
-    assert failed_checks(tmp_path / "graded.ipynb")["task2"].startswith("task2-check1: not graded here: the memory budget")
+    assert failed_checks(tmp_path / "graded.ipynb")["task2"].startswith("task2-check1: not graded here: "
+                                                                        "the memory budget")

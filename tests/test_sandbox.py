@@ -123,4 +123,5 @@ def test_the_interpreter_runs_from_a_closed_home_and_the_rest_of_it_stays_unseen
         secret.unlink()
     assert result.returncode == 0, result
     assert result.output.startswith(str([Path(needed).name])) and " False " in result.output, result.output
-    assert sys.version.split()[0] in result.output, "the sandbox runs the grader's own Python (and its standard library)"
+    assert sys.version.split()[0] in result.output, ("the sandbox runs the grader's own Python "
+                                                     "(and its standard library)")

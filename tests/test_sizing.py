@@ -50,7 +50,8 @@ def _adam_memory() -> dict | None:
 def _gcn_step_peak() -> int | None:
     if not track_freed_memory():
         return None
-    graph = dgl.add_self_loop(load_dataset("powerlaw", num_nodes=GCN_NODES, avg_degree=6, num_features=GCN_WIDTH, seed=0))
+    graph = dgl.add_self_loop(load_dataset("powerlaw", num_nodes=GCN_NODES, avg_degree=6, num_features=GCN_WIDTH,
+                                           seed=0))
     graph.create_formats_()
     feat = graph.ndata["feat"]
     torch.manual_seed(0)

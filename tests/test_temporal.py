@@ -23,7 +23,8 @@ def test_every_window_equals_the_materialised_one(past, horizon, start, stop):
     assert len(index) == len(snap) == (stop or 40) - start - past - horizon + 1
     for i in range(len(index)):
         s = start + i
-        assert torch.equal(index[i][0], series[s:s + past]) and torch.equal(index[i][1], series[s + past:s + past + horizon])
+        assert (torch.equal(index[i][0], series[s:s + past])
+                and torch.equal(index[i][1], series[s + past:s + past + horizon]))
         assert torch.equal(index[i][0], snap[i][0]) and torch.equal(index[i][1], snap[i][1])
     for indices in batch_order(len(index), 2 if len(index) > 1 else 1, epoch=0):
         for a, b in zip(index.batch(indices), snap.batch(indices)):

@@ -3,7 +3,8 @@ import itertools
 
 import pytest
 
-from gnnbook.comm.topology import DGX1_NVLINK, LINK_SPECS, Topology, candidate_routes, default_route, dgx1_cluster, plan_time, route_plan
+from gnnbook.comm.topology import (DGX1_NVLINK, LINK_SPECS, Topology, candidate_routes, default_route, dgx1_cluster,
+                                   plan_time, route_plan)
 
 
 def test_dgx1_has_the_hybrid_cube_mesh():
@@ -21,7 +22,8 @@ def test_a_transfer_without_nvlink_is_relayed_over_nvlink_and_takes_the_faster_l
     assert route[0] == "gpu0" and route[-1] == "gpu5" and "host0" not in route
     nv_bw, nv_lat = LINK_SPECS["nvlink"]
     assert plan_time(topo, {(0, 5): 1e9}) == pytest.approx(1e9 / nv_bw + 2 * nv_lat)
-    assert plan_time(topo, {(0, 5): 1e9}, "naive") == pytest.approx(1e9 / LINK_SPECS["pcie"][0] + 2 * LINK_SPECS["pcie"][1])
+    assert plan_time(topo, {(0, 5): 1e9}, "naive") == pytest.approx(1e9 / LINK_SPECS["pcie"][0]
+                                                                    + 2 * LINK_SPECS["pcie"][1])
 
 
 def test_the_planner_is_never_worse_than_the_naive_plan_and_brute_force_agrees_on_a_small_case():

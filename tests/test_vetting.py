@@ -49,8 +49,10 @@ def test_a_construct_that_reaches_around_a_check_is_refused_with_its_line(source
 
 def test_what_a_solution_needs_passes():
     assert vet("import torch\nimport dgl.function as fn\nclass L(torch.nn.Module):\n"
-               "    def __init__(self):\n        super().__init__()\n        self.w = torch.nn.Parameter(torch.ones(2))\n"
-               "    def forward(self, g, h):\n        g.ndata['h'] = h\n        g.update_all(fn.copy_u('h', 'm'), fn.sum('m', 'h'))\n"
+               "    def __init__(self):\n        super().__init__()\n"
+               "        self.w = torch.nn.Parameter(torch.ones(2))\n"
+               "    def forward(self, g, h):\n        g.ndata['h'] = h\n"
+               "        g.update_all(fn.copy_u('h', 'm'), fn.sum('m', 'h'))\n"
                "        return g.ndata['h'] * math.sqrt(2)\nfor _ in range(2):\n    _x = 1\n", POLICY) == []
 
 

@@ -175,7 +175,8 @@ def bpr_loss(positive: torch.Tensor, negative: torch.Tensor) -> torch.Tensor:
         0.693147
     """
     if positive.shape != negative.shape:
-        raise ValueError(f"positive {tuple(positive.shape)} and negative {tuple(negative.shape)} scores differ in shape")
+        raise ValueError(f"positive {tuple(positive.shape)} and negative {tuple(negative.shape)} scores differ "
+                         "in shape")
     return -torch.nn.functional.logsigmoid(positive - negative).mean()
 
 

@@ -23,7 +23,8 @@ gradients the owners add up are the whole batch's mean gradient.
 
 Example:
     >>> out = train_sharded_mf(split, dim=32, epochs=5)                     # doctest: +SKIP
-    >>> rank_metrics(out["users"], out["items"], split.test, split.seen("train", "val"))["recall"] > 0.1  # doctest: +SKIP
+    >>> rank_metrics(out["users"], out["items"], split.test,
+    ...              split.seen("train", "val"))["recall"] > 0.1            # doctest: +SKIP
     True
 """
 from __future__ import annotations
@@ -200,7 +201,8 @@ def _trainer(part_config: str, inputs: dict[str, torch.Tensor], out: Path, dim: 
         table = emb._tensor[to_shuffled]  # back to the original order
         _save_verified({"table": table}, out)
         tmp = out.with_suffix(".json.part")
-        tmp.write_text(json.dumps(dict(losses=losses, epoch_s=epoch_s, world=world, remote_share=remote_rows / rows_total)))
+        tmp.write_text(json.dumps(dict(losses=losses, epoch_s=epoch_s, world=world,
+                                       remote_share=remote_rows / rows_total)))
         os.replace(tmp, out.with_suffix(".json"))
     g.barrier()
 

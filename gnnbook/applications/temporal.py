@@ -262,7 +262,8 @@ def train_distributed(dataset: str = "los-loop", past: int = 12, horizon: int = 
 
     Example:
         >>> from gnnbook.base.launch import run
-        >>> out = run("gnnbook.applications.temporal:train_distributed", 2, {"epochs": 1}, deadline_s=120)  # doctest: +SKIP
+        >>> out = run("gnnbook.applications.temporal:train_distributed", 2, {"epochs": 1},
+        ...           deadline_s=120)  # doctest: +SKIP
 
     More than 8 parameters: a rank's entry point for gnnbook.base.launch.run, whose arguments arrive in each
     process as JSON: each knob is its own argument (no settings objects across processes).

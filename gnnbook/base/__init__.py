@@ -14,4 +14,5 @@ what every chapter's real processes and measured claims stand on).
   ``env``: the installed versions against the course's pins.
 """
 
-__all__ = ["budget", "cpu_share", "env", "errors", "launch", "memory", "pool", "private_net", "procs", "reaper", "records", "seeding", "wire", "worker"]
+__all__ = ["budget", "cpu_share", "env", "errors", "launch", "memory", "pool", "private_net", "procs", "reaper",
+           "records", "seeding", "wire", "worker"]

@@ -79,7 +79,8 @@ def _v2_base() -> Path | None:
     mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines() if line.split()[2] == "cgroup2"]
     for mount in mounts:
         base = Path(mount) / _own_cgroup(None).lstrip("/")
-        controllers = (base / "cgroup.controllers").read_text().split() if (base / "cgroup.controllers").exists() else []
+        controllers = ((base / "cgroup.controllers").read_text().split() if (base / "cgroup.controllers").exists()
+                       else [])
         if "memory" in controllers and os.access(base, os.W_OK):
             return base
     return None
@@ -136,7 +137,8 @@ class BudgetReport:
         if self.exceeded:
             return (f"{self.name} exceeded its {format_gib(self.limit_bytes)} budget "
                     f"(peak {format_gib(self.peak_bytes)}, {how})")
-        return f"{self.name} stayed within its {format_gib(self.limit_bytes)} budget (peak {format_gib(self.peak_bytes)})"
+        return (f"{self.name} stayed within its {format_gib(self.limit_bytes)} budget "
+                f"(peak {format_gib(self.peak_bytes)})")
 
 
 class MemoryBudget:

@@ -96,7 +96,9 @@ def report() -> tuple[str, list[PinProblem]]:
     try:
         import torch
 
-        lines.append(f"cuda        {'available: ' + torch.cuda.get_device_name(0) if torch.cuda.is_available() else 'not available (CPU only)'}")
+        cuda = (f"available: {torch.cuda.get_device_name(0)}" if torch.cuda.is_available()
+                else "not available (CPU only)")
+        lines.append(f"cuda        {cuda}")
     except Exception as exc:  # a broken torch is exactly what this command must report
         lines.append(f"torch import failed: {exc}")
     return "\n".join(lines), problems

@@ -81,7 +81,8 @@ def check_spec(fn: str) -> None:
     if not sep or not module or not name.isidentifier():
         raise ValueError(f"fn must look like 'package.module:function' or '/path/file.py:function', got {fn!r}")
     if module.endswith(".py") and not Path(module).is_file():
-        raise FileNotFoundError(f"fn names the file {module!r}, which does not exist; write it first (e.g. %%writefile)")
+        raise FileNotFoundError(f"fn names the file {module!r}, which does not exist; write it first "
+                                "(e.g. %%writefile)")
 
 
 def start_ranks(group: ProcessGroup, fn: str, world_size: int, args_path: Path, result_path: str | Path, port: int,

@@ -154,7 +154,8 @@ class PrivateNetwork:
         while READY.encode() not in out:
             left = end - time.monotonic()
             if left <= 0 or self.holder.poll() is not None:
-                err = self.holder.stderr.read().decode(errors="replace").strip() if self.holder.poll() is not None else ""
+                err = (self.holder.stderr.read().decode(errors="replace").strip() if self.holder.poll() is not None
+                       else "")
                 self.close()
                 raise OSError(f"the private network namespace did not come up within {within_s:.0f} s"
                               + (f": {err}" if err else ""))

@@ -218,8 +218,8 @@ class ProcessGroup:
 
         with open(log_path, "wb") as log:
             popen = subprocess.Popen(
-                argv, env={**os.environ, **(env or {}), **reaper.marker_env(self.tag)}, cwd=cwd, stdout=log, stderr=subprocess.STDOUT,
-                stdin=subprocess.DEVNULL, start_new_session=True,
+                argv, env={**os.environ, **(env or {}), **reaper.marker_env(self.tag)}, cwd=cwd, stdout=log,
+                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
                 preexec_fn=before_exec if sys.platform.startswith("linux") else None,
             )
         if budget is not None:
@@ -242,7 +242,8 @@ class ProcessGroup:
             m = min(failed, key=lambda member: member.exited_at)
             code = m.popen.returncode
             self.kill()
-            raise ProcessFailed(m.name, code, tail(m.log_path), f"process '{m.name}' {describe_exit(code)}; the job was stopped")
+            raise ProcessFailed(m.name, code, tail(m.log_path),
+                                f"process '{m.name}' {describe_exit(code)}; the job was stopped")
         self._check_peers()
         if self.background_exit_grace_s is None:
             return

@@ -77,7 +77,8 @@ def function_file(fn: Callable[..., Any], folder: str | Path) -> str:
         raise ValueError(f"{name} is defined in {module}, not in this notebook: define it in a cell of the notebook")
     lines = linecache.getlines(code.co_filename)
     if not lines:
-        raise ValueError(f"the source of {name} ({code.co_filename}) is not available: run the cell that defines it again")
+        raise ValueError(f"the source of {name} ({code.co_filename}) is not available: "
+                         "run the cell that defines it again")
     path = Path(folder) / f"{name}.py"
     path.write_text("".join(lines))
     return f"{path}:{name}"

@@ -10,4 +10,5 @@
 Every form runs through :func:`gnnbook.base.launch.run`.
 """
 
-__all__ = ["data_parallel", "expert_parallel", "model_parallel", "pipeline", "sharded", "sync", "tensor_parallel", "toy"]
+__all__ = ["data_parallel", "expert_parallel", "model_parallel", "pipeline", "sharded", "sync", "tensor_parallel",
+           "toy"]

@@ -10,7 +10,8 @@ Used in: chapters/03_distributed_ml.ipynb.
 
 Example:
     >>> from gnnbook.base.launch import run
-    >>> out = run("gnnbook.ch3_parallel.model_parallel:train_model_parallel", 2, {"sizes": [4, 8, 8, 2], "n": 16, "steps": 2})
+    >>> out = run("gnnbook.ch3_parallel.model_parallel:train_model_parallel", 2,
+    ...           {"sizes": [4, 8, 8, 2], "n": 16, "steps": 2})
     >>> from gnnbook.ch3_parallel.toy import train_single, max_abs_diff
     >>> max_abs_diff([p for r in out for p in r.params], train_single([4, 8, 8, 2], n=16, steps=2)["params"]) < 1e-5
     True

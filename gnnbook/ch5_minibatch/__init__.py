@@ -11,4 +11,5 @@
 Communication (5.5) is its own layer below: :mod:`gnnbook.comm`.
 """
 
-__all__ = ["caching", "feature_loading", "history", "p3", "pipelining", "prefetch", "pushpull", "sampling", "uva_gather"]
+__all__ = ["caching", "feature_loading", "history", "p3", "pipelining", "prefetch", "pushpull", "sampling",
+           "uva_gather"]

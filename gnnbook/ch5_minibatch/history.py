@@ -27,8 +27,8 @@ restricted to the batch's rows (:func:`gcn_forward`; :func:`full_forward` equals
 tested).  The full-batch baseline is :func:`gnnbook.training.train.train_node_classifier` itself; all three
 use the same optimiser, epochs budget, early stopping on validation accuracy and full-graph
 evaluation (:class:`gnnbook.training.train.BestEpoch`); :func:`compare` can give the two minibatch methods
-their own learning rate, and :data:`DATASET_SETTINGS` holds what was measured per dataset.  The first layer's input is the node features,
-available for every node, so it needs no history: a ``L``-layer GCN has ``L - 1`` tables.
+their own learning rate, and :data:`DATASET_SETTINGS` holds what was measured per dataset.  The first layer's input is
+the node features, available for every node, so it needs no history: a ``L``-layer GCN has ``L - 1`` tables.
 
 :func:`distributed` trains on real processes (:func:`gnnbook.base.launch.run`): each rank owns a share
 of the clusters and trains only those, gradients are all-reduced every step, and the history rows of
@@ -330,11 +330,11 @@ class Hooks:
 def train(graph: dgl.DGLGraph, method: str = "gas", optim: Optim | None = None, clusters: Clusters | None = None,
           setup: Setup | None = None, hooks: Hooks | None = None, track_staleness: bool = True,
           refresh_on_eval: bool = False) -> HistoryResult:
-    """Train the course's 2-layer GCN with ``method``: ``"full"`` (:func:`gnnbook.training.train.train_node_classifier`),
-    ``"gas"`` (historical embeddings) or ``"cluster_gcn"`` (cut edges dropped), batched as ``clusters`` says,
-    with ``optim`` (None values: :data:`gnnbook.training.train.TRAIN_DEFAULTS` of "gcn").  GAS's staleness (per
-    table, after each epoch) is in ``result.staleness``.  ``hooks`` swap in lab 5b's batch forward and history
-    table.  ``refresh_on_eval``
+    """Train the course's 2-layer GCN with ``method``: ``"full"``
+    (:func:`gnnbook.training.train.train_node_classifier`), ``"gas"`` (historical embeddings) or ``"cluster_gcn"`` (cut
+    edges dropped), batched as ``clusters`` says, with ``optim`` (None values:
+    :data:`gnnbook.training.train.TRAIN_DEFAULTS` of "gcn").  GAS's staleness (per table, after each epoch) is in
+    ``result.staleness``.  ``hooks`` swap in lab 5b's batch forward and history table.  ``refresh_on_eval``
     runs GAS as its authors' benchmark does (PyGAS ``small_benchmark/main.py``): the history is filled
     with the exact embeddings before the first step, and every evaluation pass (one full-graph forward
     without dropout per epoch) writes its hidden layers into the tables; staleness is measured before

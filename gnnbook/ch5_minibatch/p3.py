@@ -28,7 +28,8 @@ real P3 distributes; it moves no bytes here.
 
 Example:
     >>> from gnnbook.base.launch import run
-    >>> out = run("gnnbook.ch5_minibatch.p3:step", 2, {"mode": "p3", "feature_width": 32}, deadline_s=120)  # doctest: +SKIP
+    >>> out = run("gnnbook.ch5_minibatch.p3:step", 2, {"mode": "p3", "feature_width": 32},
+    ...           deadline_s=120)                                                                    # doctest: +SKIP
     >>> out[0].activation_bytes_formula > 0                                                          # doctest: +SKIP
     True
 """

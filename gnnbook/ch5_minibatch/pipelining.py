@@ -133,7 +133,8 @@ def seed_passes(num_nodes: int, count: int, seed: int = 0) -> torch.Tensor:
 
 
 def balance_hidden(graph: dgl.DGLGraph, seed_nodes: torch.Tensor, fanouts: Sequence[int], batch_size: int,
-                   seed: int = 0, low: int = 4, high: int = 64, steps: int = 8, **model_options: Any) -> dict[str, float]:
+                   seed: int = 0, low: int = 4, high: int = 64, steps: int = 8,
+                   **model_options: Any) -> dict[str, float]:
     """The hidden size at which a step's compute costs about what its sample +
     fetch cost (serial loop, one thread): compute grows about linearly with
     the hidden size, so it is measured at ``low`` and ``high`` on ``steps``
@@ -158,9 +159,9 @@ def balance_hidden(graph: dgl.DGLGraph, seed_nodes: torch.Tensor, fanouts: Seque
             compute[hidden] = float(np.mean([s["compute"][1] - s["compute"][0] for s in steps_run]))
         return float(np.mean(producer)), compute
 
-    # The least disturbed of BALANCE_ROUNDS rounds (the fastest sample + fetch), as benchmarks keep their fastest repeat:
-    # in a notebook kernel, right after chapter 5.1's DistDGL jobs, a round sometimes ran sample + fetch 3x slower
-    # (15 vs 5 ms per step on Cora, no other process busy) and picked a hidden size that left nothing to overlap.
+    # The least disturbed of BALANCE_ROUNDS rounds (the fastest sample + fetch), as benchmarks keep their fastest
+    # repeat: in a notebook kernel, right after chapter 5.1's DistDGL jobs, a round sometimes ran sample + fetch 3x
+    # slower (15 vs 5 ms per step on Cora, no other process busy) and picked a hidden size that left nothing to overlap.
     target, compute = min((measure() for _ in range(BALANCE_ROUNDS)), key=lambda m: m[0])
     slope = (compute[high] - compute[low]) / (high - low)
     hidden = high if slope <= 0 else low + (target - compute[low]) / slope

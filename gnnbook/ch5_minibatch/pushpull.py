@@ -38,7 +38,8 @@ its logits and gradients.
 
 Example:
     >>> from gnnbook.base.launch import run
-    >>> out = run("gnnbook.ch5_minibatch.pushpull:epoch", 2, {"mode": "hybrid", "layers": 2}, deadline_s=120)  # doctest: +SKIP
+    >>> out = run("gnnbook.ch5_minibatch.pushpull:epoch", 2, {"mode": "hybrid", "layers": 2},
+    ...           deadline_s=120)                                                            # doctest: +SKIP
     >>> out[0].modelled["hybrid"] <= min(out[0].modelled["push"], out[0].modelled["pull"])   # doctest: +SKIP
     True
 """
@@ -65,7 +66,8 @@ FLOAT_BYTES = 4
 
 @dataclass
 class Problem:
-    indptr: torch.Tensor            # (N+1,) in-neighbours of node v (self loop included): indices[indptr[v]:indptr[v+1]]
+    # (N+1,) in-neighbours of node v (self loop included): indices[indptr[v]:indptr[v+1]]
+    indptr: torch.Tensor
     indices: torch.Tensor
     features: torch.Tensor          # (N, F), seeded random
     labels: torch.Tensor            # (N,)
@@ -209,9 +211,11 @@ def remote_levels(problem: Problem, rank: int) -> list[torch.Tensor]:
 
 
 def check_cost_model(cost_model: dict[str, Any], layers: int) -> dict[str, Any]:
-    """A cost model is ``{"compute_s_per_row": [one per layer], "link_s_per_byte": float}``; raise naming what is wrong."""
+    """A cost model is ``{"compute_s_per_row": [one per layer], "link_s_per_byte": float}``; raise naming what is
+    wrong."""
     if not isinstance(cost_model, dict):
-        raise ValueError(f"the cost model must be a dict with compute_s_per_row and link_s_per_byte, got {cost_model!r}")
+        raise ValueError(f"the cost model must be a dict with compute_s_per_row and link_s_per_byte, "
+                         f"got {cost_model!r}")
     for key in ("compute_s_per_row", "link_s_per_byte"):
         if cost_model.get(key) is None:
             hint = ("the seconds per byte of the link, e.g. link_cost('10 GbE (TCP)')" if key == "link_s_per_byte"
@@ -226,7 +230,8 @@ def check_cost_model(cost_model: dict[str, Any], layers: int) -> dict[str, Any]:
 
 
 def link_cost(link: str | float) -> float:
-    """Seconds per byte of a named link of :data:`gnnbook.comm.collectives.LINKS` (1 / bandwidth), or the number given."""
+    """Seconds per byte of a named link of :data:`gnnbook.comm.collectives.LINKS` (1 / bandwidth), or the number
+    given."""
     from ..comm.collectives import LINKS
 
     if isinstance(link, (int, float)):
@@ -338,7 +343,8 @@ def choose(problem: Problem, rank: int, mode: str, cost_model: dict[str, Any] | 
         computed, received = [empty], []
         for l in range(L):
             present = torch.from_numpy(chosen[base_n[l]:base_n[l] + len(levels[l])])
-            done = torch.from_numpy(chosen[base_c[l]:base_c[l] + len(levels[l])]) if l >= 1 else torch.zeros_like(present)
+            done = (torch.from_numpy(chosen[base_c[l]:base_c[l] + len(levels[l])]) if l >= 1
+                    else torch.zeros_like(present))
             if l >= 1:
                 computed.append(levels[l][done])
             received.append(levels[l][present & ~done])
@@ -565,7 +571,8 @@ def compare(modes: Sequence[str] = MODES, dataset: str = "cora", feature_width: 
     for mode in modes:
         sends = _exchange_plan(plans[mode], problem, Comm())
         runs[mode] = dict(sends=sends, prepared=_prepare(problem, plans[mode], k), comm=Comm(),
-                          w=[(a.clone().requires_grad_(True), b.clone().requires_grad_(True)) for a, b in problem.weights])
+                          w=[(a.clone().requires_grad_(True), b.clone().requires_grad_(True))
+                             for a, b in problem.weights])
     quiet = Comm(measure=False)
     links = {mode: EmulatedLink(1.0 / cost_model["link_s_per_byte"], 0.0) for mode in modes}
     times = {mode: [] for mode in modes}

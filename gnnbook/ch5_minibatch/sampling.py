@@ -204,7 +204,8 @@ class SeededClusterGCN(dgl.dataloading.ClusterGCNSampler):
                                                options=pymetis.Options(seed=seed))
             parts = np.asarray(assignment, dtype=np.int64)
         self.partition_node_ids = torch.from_numpy(np.argsort(parts, kind="stable"))
-        self.partition_offset = torch.from_numpy(np.concatenate([[0], np.cumsum(np.bincount(parts, minlength=num_parts))]))
+        self.partition_offset = torch.from_numpy(
+            np.concatenate([[0], np.cumsum(np.bincount(parts, minlength=num_parts))]))
         self.prefetch_ndata, self.prefetch_edata, self.output_device = [], [], None
 
 
@@ -221,7 +222,8 @@ class SamplerInfo:
 
 SAMPLERS: dict[str, SamplerInfo] = {
     "neighbor": SamplerInfo("node-wise", dict(fanouts=None, replace=False, prob=None),
-                            "GraphSAGE node-wise sampling: at most f in-neighbours per node and layer (DGL NeighborSampler)"),
+                            "GraphSAGE node-wise sampling: at most f in-neighbours per node and layer "
+                            "(DGL NeighborSampler)"),
     "labor": SamplerInfo("node-wise", dict(fanouts=None, importance_sampling=0, layer_dependency=False, prob=None),
                          "LABOR: node-wise fanouts with random draws shared across a layer (DGL LaborSampler)"),
     "ladies": SamplerInfo("layer-wise", dict(budget=None),
@@ -229,7 +231,8 @@ SAMPLERS: dict[str, SamplerInfo] = {
     "fastgcn": SamplerInfo("layer-wise", dict(budget=None),
                            "FastGCN: a budget of nodes per layer, drawn independently of the layer above"),
     "cluster-gcn": SamplerInfo("subgraph", dict(num_parts=None, parts_per_batch=1),
-                               "Cluster-GCN: a minibatch is the subgraph of a few METIS clusters (DGL ClusterGCNSampler)"),
+                               "Cluster-GCN: a minibatch is the subgraph of a few METIS clusters "
+                               "(DGL ClusterGCNSampler)"),
     "saint": SamplerInfo("subgraph", dict(mode="node", budget=None, num_subgraphs=None),
                          "GraphSAINT: a minibatch is a random node/edge/walk subgraph (DGL SAINTSampler)"),
 }
@@ -335,7 +338,8 @@ def sampler_loader(name: str, num_layers: int, batch_size: int, **options: Any) 
         >>> from gnnbook.training.train import Optim
         >>> from gnnbook.data import load_dataset
         >>> r = train_minibatch(load_dataset("cora"), "gcn", Optim(epochs=2),
-        ...                     Batches(batch_size=64, loader=sampler_loader("ladies", 2, 64, budget=256)))  # doctest: +SKIP
+        ...                     Batches(batch_size=64,
+        ...                             loader=sampler_loader("ladies", 2, 64, budget=256)))  # doctest: +SKIP
     """
     _options(name, options)  # fail before training starts
     return lambda graph, train_nodes: make_loader(name, graph, train_nodes, num_layers, batch_size, **options)

@@ -149,7 +149,8 @@ def train(dataset: str = "cora", mode: str = "async", staleness: int = 4, epochs
     rows_max = max(sum(p.send_counts) + sum(p.recv_counts) for p in parts)
     shapes = dict(push=size + rows_max * hidden + 3, reply=size + rows_max * hidden + workers + 1)
     if rank == 0:
-        return _serve(graph, x, labels, w0, parts, mode, staleness, epochs, lr, weight_decay, eval_every, hidden, shapes)
+        return _serve(graph, x, labels, w0, parts, mode, staleness, epochs, lr, weight_decay, eval_every, hidden,
+                      shapes)
     return _work(rank - 1, parts, x, labels, graph, w0, epochs, delay_s, seed, hidden, shapes)
 
 
@@ -243,7 +244,8 @@ def _serve(graph, x, labels, w0, parts: list[LocalGraph], mode: str, staleness: 
         reply[:size] = _flat({n: t.detach() for n, t in w.items()})
         reply[size:size + recvs * hidden] = halo.reshape(-1)
         reply[size + recvs * hidden:size + (recvs + sends) * hidden] = grad_for[j].reshape(-1)
-        reply[size + (recvs + sends) * hidden:size + (recvs + sends) * hidden + workers] = torch.tensor(version, dtype=torch.float32)
+        reply[size + (recvs + sends) * hidden:
+              size + (recvs + sends) * hidden + workers] = torch.tensor(version, dtype=torch.float32)
         grad_for[j].zero_()
         pulled_at[j] = updates
         dist.send(reply, j + 1)
@@ -302,6 +304,7 @@ def _evaluate(graph, x, labels, snapshots: dict[int, dict[str, torch.Tensor]]):
         for update, w in sorted(snapshots.items()):
             h = torch.relu(torch.sparse.mm(whole.adjacency, x @ w["W1"]) + w["b1"])
             logits = torch.sparse.mm(whole.adjacency, h) @ w["W2"] + w["b2"]
-            val, test = (correct_predictions(logits[masks[m]], labels[masks[m]]) / int(masks[m].sum()) for m in ("val", "test"))
+            val, test = (correct_predictions(logits[masks[m]], labels[masks[m]]) / int(masks[m].sum())
+                         for m in ("val", "test"))
             curve.add(update, val, test)
     return curve

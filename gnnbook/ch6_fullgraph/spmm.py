@@ -15,8 +15,8 @@ run by the same algorithm on the blocks of ``A^T``):
 
 - **1D** (CAGNET's 1D block-row algorithm, the variant that broadcasts
   dense blocks, not a sparsity-aware one that sends only the rows needed):
-  process ``i`` of ``P`` owns row block ``i`` of ``A`` and of ``H``.  For ``j = 0..P-1`` process ``j`` **broadcasts** its block ``H_j``
-  and every process adds ``A_ij H_j``.  Every process receives every other
+  process ``i`` of ``P`` owns row block ``i`` of ``A`` and of ``H``.  For ``j = 0..P-1`` process ``j`` **broadcasts**
+  its block ``H_j`` and every process adds ``A_ij H_j``.  Every process receives every other
   block, whatever the sparsity: ``(n - n_i) f`` floats per product, textbook
   ``(P-1)/P n f`` for even blocks; summed over processes ``(P-1) n f``.
 - **2D** (CAGNET's 2D algorithm, SUMMA): ``P = q x q`` processes on a grid;
@@ -423,7 +423,8 @@ class OperatorRank:
     ordering: str
     losses: list[float]  # the global training loss, per epoch
     epoch_wire_sent: list[int]  # bytes on this process's sockets, per epoch
-    epoch_model: list[dict[str, int]]  # per epoch, gloo's model of the calls made: payload_sent, payload_received, wire_sent
+    # per epoch, gloo's model of the calls made: payload_sent, payload_received, wire_sent
+    epoch_model: list[dict[str, int]]
     timeline: list[dict[str, float]]  # per epoch: compute_s, comm_s, allreduce_s
     sizes: list[int]  # rows of each block of the matrix
     val_acc: float
@@ -456,7 +457,8 @@ def train(dataset: str = "cora", mode: str = "1d", ordering: str = "natural", ep
         h = torch.relu(SpMM.apply(_local_cols(mode, x_own @ w["W1"], q), plan, plan_t, seconds)
                        + _local_cols(mode, w["b1"].view(1, -1), q))
         h = GatherColumns.apply(h, comms["row"], column_blocks(hidden, q), seconds)
-        z = SpMM.apply(_local_cols(mode, h @ w["W2"], q), plan, plan_t, seconds) + _local_cols(mode, w["b2"].view(1, -1), q)
+        z = (SpMM.apply(_local_cols(mode, h @ w["W2"], q), plan, plan_t, seconds)
+             + _local_cols(mode, w["b2"].view(1, -1), q))
         return GatherColumns.apply(z, comms["row"], column_blocks(classes, q), seconds)
 
     losses, wire, model, timeline = [], [], [], []

@@ -26,9 +26,9 @@ and the rows they sent; :func:`staleness` finds, for every epoch, which epoch's
 rows were used: the staleness **measured**, not assumed.  :func:`time_modes` times
 both modes in the same processes, alternating short runs, so that they see the same
 machine; with a ``link`` it repeats them with every boundary exchange of both modes taking at
-least that link's wire time (:mod:`gnnbook.comm.emulated_link`, a model of a link).  Accuracy: weights are kept every ``eval_every`` epochs and evaluated after training with a
-synchronous forward; the test accuracy at the best validation accuracy is
-reported.
+least that link's wire time (:mod:`gnnbook.comm.emulated_link`, a model of a link).  Accuracy: weights are kept every
+``eval_every`` epochs and evaluated after training with a synchronous forward; the test accuracy at the best validation
+accuracy is reported.
 
 Example:
     >>> out = run_stale("cora", "pipe", epochs=20, record_epochs=5)      # doctest: +SKIP
@@ -249,7 +249,8 @@ def fit(problem: Problem, mode: str, epochs: int, lr: float | None = None, weigh
         >>> len(out["epoch_s"])                                          # doctest: +SKIP
         5
     """
-    lr, weight_decay = adam_settings("gcn", lr, weight_decay)  # None: TRAIN_DEFAULTS' (train and time_modes pass theirs on)
+    # None: TRAIN_DEFAULTS' (train and time_modes pass theirs on)
+    lr, weight_decay = adam_settings("gcn", lr, weight_decay)
     part, comm = problem.part, problem.comm
     emulated = EmulatedLink.from_spec(link)
     if emulated is not None:
@@ -299,7 +300,8 @@ def fit(problem: Problem, mode: str, epochs: int, lr: float | None = None, weigh
     pipe.wait()                          # the last epoch's messages
     link_counts = {} if emulated is None else dict(link_modeled_s=emulated.modeled_s, link_slept_s=emulated.slept_s,
                                                    link_bytes=emulated.bytes, link_exchanges=emulated.exchanges)
-    return dict(losses=losses, epoch_s=epoch_s, snapshots=snapshots, wait_s=pipe.waits_s if mode == "pipe" else seconds[0],
+    return dict(losses=losses, epoch_s=epoch_s, snapshots=snapshots,
+                wait_s=pipe.waits_s if mode == "pipe" else seconds[0],
                 allreduce_s=reduce_s, used=used, sent=sent, grads_used=grads_used, grads_sent=grads_sent, **link_counts)
 
 
@@ -439,5 +441,5 @@ def run_stale(dataset: str = "cora", mode: str = "pipe", num_parts: int = 2, epo
         raise ValueError(f"unknown mode {mode!r}; choose one of {', '.join(MODES)}")
     if num_parts < 2:
         raise ValueError(f"num_parts must be at least 2 (an exchange needs peers), got {num_parts}")
-    return run("gnnbook.ch6_fullgraph.stale:train", num_parts, dict(dataset=dataset, mode=mode, epochs=epochs, **options),
-               deadline_s=deadline_s)
+    return run("gnnbook.ch6_fullgraph.stale:train", num_parts,
+               dict(dataset=dataset, mode=mode, epochs=epochs, **options), deadline_s=deadline_s)

@@ -366,7 +366,8 @@ def reference(dataset: str = "cora", model: str = "gcn", epochs: int = 10, hidde
             layer.weight.data.copy_(w[f"W{i}"])
             layer.bias.data.copy_(w[f"b{i}"])
     else:
-        layers = torch.nn.ModuleList([dglnn.SAGEConv(x.shape[1], hidden, "mean"), dglnn.SAGEConv(hidden, classes, "mean")])
+        layers = torch.nn.ModuleList([dglnn.SAGEConv(x.shape[1], hidden, "mean"),
+                                      dglnn.SAGEConv(hidden, classes, "mean")])
         for i, layer in enumerate(layers, 1):
             layer.fc_self.weight.data.copy_(w[f"S{i}"].T)
             layer.fc_neigh.weight.data.copy_(w[f"N{i}"].T)

@@ -57,7 +57,8 @@ SYSTEMS: list[dict] = [
          "removes most of the data-preparation stall of a PyG baseline, so that an epoch approaches the GPU compute "
          "time (qualitative here)", "abstract; evaluation section for the numbers"),
     _row("DGL-KE", "Zheng et al., DGL-KE: Training Knowledge Graph Embeddings at Scale",
-         "SIGIR", 2020, SETTINGS[0], "minibatch", "optional asynchronous update of entity embeddings, overlapped with the next batch",
+         "SIGIR", 2020, SETTINGS[0], "minibatch",
+         "optional asynchronous update of entity embeddings, overlapped with the next batch",
          "knowledge-graph embeddings: METIS partitioning, joint negative sampling, a key-value store for embeddings",
          "Freebase (86M nodes, 338M edges) embedded in 100 minutes on one 8-GPU EC2 instance and in 30 minutes on "
          "4 machines with 48 cores each; 2x to 5x faster than the best competing approaches",

@@ -36,7 +36,8 @@ import math
 from dataclasses import dataclass, field
 
 from ..graph.neighbourhood import sampling_bound
-from ..graph.sizing import activation_bytes, embedding_table_bytes, format_bytes, gcn_training_activation_bytes, training_state_bytes
+from ..graph.sizing import (activation_bytes, embedding_table_bytes, format_bytes, gcn_training_activation_bytes,
+                            training_state_bytes)
 
 __all__ = ["METHODS", "MODELS", "HEADROOM", "Workload", "Hardware", "Recommendation", "memory_needs", "choose"]
 
@@ -67,7 +68,8 @@ class Workload:
     def __post_init__(self):
         if self.model not in MODELS:
             raise ValueError(f"unknown model {self.model!r}; choose one of {MODELS}")
-        for name in ("num_nodes", "num_edges", "feat_dim", "num_classes", "hidden", "num_layers", "heads", "batch_size"):
+        for name in ("num_nodes", "num_edges", "feat_dim", "num_classes", "hidden", "num_layers", "heads",
+                     "batch_size"):
             if getattr(self, name) < (0 if name == "num_edges" else 1):
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if len(self.fanouts) != self.num_layers:
@@ -91,7 +93,8 @@ class Hardware:
 
     def __post_init__(self):
         if self.machines < 1 or self.devices_per_machine < 0:
-            raise ValueError(f"need machines >= 1 and devices_per_machine >= 0, got {self.machines}, {self.devices_per_machine}")
+            raise ValueError(f"need machines >= 1 and devices_per_machine >= 0, "
+                             f"got {self.machines}, {self.devices_per_machine}")
         if min(self.device_memory, self.host_memory, self.link_gbps) <= 0:
             raise ValueError("device_memory, host_memory and link_gbps must be positive")
 
@@ -123,7 +126,8 @@ class Recommendation:
 
 def _param_bytes(w: Workload) -> int:
     widths = [w.feat_dim] + [w.hidden * w.heads] * (w.num_layers - 1) + [w.num_classes]
-    per_layer = [(a * (2 if w.model == "sage" else 1) + 1) * b for a, b in zip(widths, widths[1:])]  # SAGE: self + neighbour weights
+    # SAGE: self + neighbour weights
+    per_layer = [(a * (2 if w.model == "sage" else 1) + 1) * b for a, b in zip(widths, widths[1:])]
     if w.model == "gat":
         per_layer = [p + 2 * b for p, b in zip(per_layer, widths[1:])]  # attention vectors
     return 4 * sum(per_layer)
@@ -204,13 +208,16 @@ def choose(w: Workload, hw: Hardware) -> Recommendation:
         METHODS[0]: f"everything ({format_bytes(needs['full_graph_total'])}) fits one device "
                     f"({format_bytes(hw.usable_device)} usable)",
         METHODS[1]: f"graph and features ({format_bytes(graph_and_feats)}) fit one host "
-                    f"({format_bytes(host)} usable) and a minibatch ({format_bytes(needs['minibatch_device'])}) fits a device; "
+                    f"({format_bytes(host)} usable) and a minibatch "
+                    f"({format_bytes(needs['minibatch_device'])}) fits a device; "
                     f"the full graph ({format_bytes(needs['full_graph_total'])}) does not; the rest of a device "
                     f"caches {cache_fraction:.0%} of the feature rows",
         METHODS[2]: f"each of {hw.workers} workers holds its partition of the full-graph state "
-                    f"({format_bytes(best['device_needed'])}), and the halo exchange moves ~{format_bytes(fg_bytes)} per epoch",
+                    f"({format_bytes(best['device_needed'])}), and the halo exchange moves "
+                    f"~{format_bytes(fg_bytes)} per epoch",
         METHODS[3]: f"one host cannot hold graph and features ({format_bytes(graph_and_feats)}); "
-                    f"{hw.machines} machines can, and minibatches move ~{format_bytes(mb_bytes)} of remote features per epoch",
+                    f"{hw.machines} machines can, and minibatches move "
+                    f"~{format_bytes(mb_bytes)} of remote features per epoch",
     }
     options.sort(key=lambda o: o is not best)
     return Recommendation(best["method"], reasons[best["method"]], needs, options)

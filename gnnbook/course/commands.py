@@ -55,7 +55,8 @@ def select_labs(labs: list[Path], names: list[str]) -> list[Path]:
     """The labs named by their number (``lab03``) or whole name (``lab03_collectives``), as
     ``make autograde LABS="lab03 lab06"`` gives them.
 
-    >>> [p.name for p in select_labs([Path("lab05_feature_cache.ipynb"), Path("lab05b_historical_embeddings.ipynb")], ["lab05"])]
+    >>> [p.name for p in select_labs([Path("lab05_feature_cache.ipynb"), Path("lab05b_historical_embeddings.ipynb")],
+    ...                              ["lab05"])]
     ['lab05_feature_cache.ipynb']
     """
     from .release import ReleaseError
@@ -91,9 +92,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     """Add the teachers' commands to the course's command line."""
     p = sub.add_parser("release", help="student versions of the labs (nbgrader), solutions removed")
     p.add_argument("labs", nargs="*", help="lab notebooks (default: labs/*.ipynb)")
-    p.add_argument("--out", default=str(REPO_ROOT / "release"), help="folder for the student versions (default: release/)")
+    p.add_argument("--out", default=str(REPO_ROOT / "release"),
+                   help="folder for the student versions (default: release/)")
     p.set_defaults(func=_release)
-    p = sub.add_parser("autograde", help="grade submitted labs into a CSV of per-task points and a feedback file per student")
+    p = sub.add_parser("autograde",
+                       help="grade submitted labs into a CSV of per-task points and a feedback file per student")
     p.add_argument("submissions", help="folder with one sub-folder per student holding <lab>.ipynb files")
     p.add_argument("--labs", nargs="*", default=[], help="the teacher's labs (default: labs/*.ipynb)")
     p.add_argument("--grades", default=str(REPO_ROOT / "build" / "grades.csv"),
@@ -119,7 +122,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("site", help="the course website from the executed notebooks of `course`")
     p.add_argument("--executed", default=str(REPO_ROOT / "build" / "course"),
                    help="the executed notebooks of `make course` (default: build/course/)")
-    p.add_argument("--out", default=str(REPO_ROOT / "build" / "site"), help="the website's folder (default: build/site/)")
+    p.add_argument("--out", default=str(REPO_ROOT / "build" / "site"),
+                   help="the website's folder (default: build/site/)")
     p.add_argument("--solutions", action="store_true",
                    help="the teachers' edition: each lab's solution on its page, folded (default: the students' "
                         "edition, without solutions)")

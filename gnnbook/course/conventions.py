@@ -16,7 +16,8 @@ Example:
     >>> import nbformat
     >>> nb = nbformat.v4.new_notebook(cells=[
     ...     nbformat.v4.new_markdown_cell("## Task 1 · add"),
-    ...     nbformat.v4.new_code_cell("def add(a, b):\\n    ### BEGIN SOLUTION\\n    return a + b\\n    ### END SOLUTION"),
+    ...     nbformat.v4.new_code_cell("def add(a, b):\\n    ### BEGIN SOLUTION\\n    return a + b\\n"
+    ...                               "    ### END SOLUTION"),
     ...     nbformat.v4.new_code_cell("# Check: add works\\nassert add(2, 3) == 5")])
     >>> [c.metadata.nbgrader["grade_id"] for c in annotate(nb, "demo").cells[1:]]
     ['task1-solution1', 'task1-check1']
@@ -93,7 +94,8 @@ def as_released(source: str) -> str:
         >>> as_released("def add(a, b):\\n    ### BEGIN SOLUTION\\n    return a + b\\n    ### END SOLUTION")
         'def add(a, b):\\n    # YOUR CODE HERE\\n    raise NotImplementedError()'
     """
-    return _SOLUTION_REGION.sub(lambda m: f"{m.group(1)}# YOUR CODE HERE\n{m.group(1)}raise NotImplementedError()", source)
+    return _SOLUTION_REGION.sub(lambda m: f"{m.group(1)}# YOUR CODE HERE\n{m.group(1)}raise NotImplementedError()",
+                                source)
 
 
 def is_annotated(nb: nbformat.NotebookNode) -> bool:

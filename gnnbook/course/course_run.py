@@ -174,20 +174,23 @@ def report(runs: list[NotebookRun]) -> tuple[str, bool]:
     lines.append(f"{len(runs)} notebook(s) in {total:.0f} s; {sum(len(r.claims) for r in runs)} claim(s)"
                  f"{f' ({by_kind})' if by_kind else ''}; "
                  f"{len(failed)} notebook(s) failed; {len(broken)} claim(s) do not hold"
-                 + (f"; {len(untested)} cannot be tested on this machine (each row says why)" if untested else "") + ".")
+                 + (f"; {len(untested)} cannot be tested on this machine (each row says why)" if untested else "")
+                 + ".")
     for name in failed:
         lines.append(f"  failed: {name} (executed copy: {next(r.executed for r in runs if r.notebook == name)})")
     lines += [f"  does not hold: {b}" for b in broken]
     return "\n".join(lines), not failed and not broken
 
 
-def gather_claims(root: Path, course_dir: Path, run_now: list[str], out: Path) -> tuple[list[dict[str, Any]], list[str]]:
+def gather_claims(root: Path, course_dir: Path, run_now: list[str],
+                  out: Path) -> tuple[list[dict[str, Any]], list[str]]:
     """Every claim row the course has measured: those of the last ``make course`` (``course_dir/claims.json``,
     when it exists) and, for each notebook of ``run_now`` (paths relative to ``root``) it does not cover, a
     fresh papermill run into ``out``.  Returns the rows and the notebooks that were run now.
 
     Example:
-        >>> rows, ran = gather_claims(ROOT, ROOT / "build/course", ["chapters/01_introduction.ipynb"], tmp)  # doctest: +SKIP
+        >>> rows, ran = gather_claims(ROOT, ROOT / "build/course", ["chapters/01_introduction.ipynb"],
+        ...                           tmp)  # doctest: +SKIP
     """
     summary = Path(course_dir) / SUMMARY
     rows = [dict(r, source_run="make course") for r in json.loads(summary.read_text())] if summary.is_file() else []

@@ -15,10 +15,10 @@ nbgrader works on a course directory (``source/``, ``release/``,
 temporary folder for every command, and only the results leave it.
 
 Example:
-    >>> find_submissions(Path("/nonexistent"), [])
+    >>> find_submissions(Path("/nonexistent"), [])  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    gnnbook.course.conventions.ReleaseError: submissions folder /nonexistent does not exist; give SUBMISSIONS=<folder> with one sub-folder per student holding the lab notebooks (e.g. alice/lab02_message_passing.ipynb).
+    gnnbook.course.conventions.ReleaseError: submissions folder /nonexistent does not exist; give ...
 """
 from __future__ import annotations
 
@@ -258,7 +258,8 @@ def failed_checks(executed: Path, cell_timeout_s: float = CELL_TIMEOUT_S) -> dic
                 if output.get("ename") == "NotGradedHere":
                     why[task] = f"{grade_id}: not graded here: {first[0][:200] if first else ''}"
                 if output.get("ename") == "KeyboardInterrupt":
-                    why[task] = f"{grade_id}: stopped at the {cell_timeout_s:g} s deadline of a cell (a loop that never ends?)"
+                    why[task] = (f"{grade_id}: stopped at the {cell_timeout_s:g} s deadline of a cell "
+                                 "(a loop that never ends?)")
                 break
     return why
 
@@ -329,7 +330,8 @@ class _Course:
             result = self.api.autograde(name, student)
         if not result.get("success") and "DeadKernelError" in f"{result.get('log', '')}{result.get('error', '')}":
             # nbgrader keeps no grade of a notebook whose kernel died: zero for every task, and the next student
-            return self._zero(student, name, "the kernel died while the notebook ran (os._exit, a crash, or out of memory)")
+            return self._zero(student, name,
+                              "the kernel died while the notebook ran (os._exit, a crash, or out of memory)")
         self._check(result, f"autograde {name} for {student}")
         per_task: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
         with Gradebook(f"sqlite:///{self.root / 'gradebook.db'}") as gradebook:

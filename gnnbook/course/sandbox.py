@@ -43,7 +43,8 @@ UNPRIVILEGED_GROUP = "nogroup"
 
 @dataclass(frozen=True)
 class Limits:
-    """What one sandboxed command may use (each a hard limit of the kernel, but ``deadline_s``, which the grader keeps)."""
+    """What one sandboxed command may use (each a hard limit of the kernel, but ``deadline_s``, which the grader
+    keeps)."""
 
     deadline_s: float = 300.0          # wall clock, then SIGKILL of the whole sandbox
     cpu_s: int = 600                   # CPU seconds per process (RLIMIT_CPU)
@@ -81,7 +82,8 @@ _INSIDE = ("set -e; work=$1; closed=$2; needed=$3; shift 3; ip link set lo up; "
            "mount -t tmpfs -o mode=1777,size=4g tmpfs /dev/shm; "
            "mkdir /dev/shm/work; mount --bind \"$work\" /dev/shm/work; "
            "if [ -n \"$closed\" ]; then mkdir /dev/shm/.keep; mount --bind \"$needed\" /dev/shm/.keep; "
-           "mount -t tmpfs -o mode=755 tmpfs \"$closed\"; mkdir -p \"$needed\"; mount --bind /dev/shm/.keep \"$needed\"; "
+           "mount -t tmpfs -o mode=755 tmpfs \"$closed\"; mkdir -p \"$needed\"; "
+           "mount --bind /dev/shm/.keep \"$needed\"; "
            "umount /dev/shm/.keep; rmdir /dev/shm/.keep; fi; "
            "mount -t tmpfs -o mode=1777 tmpfs /tmp; mount -t tmpfs -o mode=1777 tmpfs /var/tmp; "
            "cd /dev/shm/work; exec \"$@\"")
@@ -220,7 +222,8 @@ def describe_exit(returncode: int | None, limits: Limits, output: str) -> str:
         number = -returncode if returncode < 0 else returncode - 128
         name = signal.Signals(number).name if number in signal.Signals._value2member_map_ else f"signal {number}"
         why = {"SIGXCPU": f"past the CPU limit of {limits.cpu_s} s", "SIGKILL": "killed (out of memory?)",
-               "SIGSEGV": "a crash (segmentation fault)", "SIGXFSZ": "wrote a file larger than the limit"}.get(name, name)
+               "SIGSEGV": "a crash (segmentation fault)",
+               "SIGXFSZ": "wrote a file larger than the limit"}.get(name, name)
         return f"the process ended by {name}: {why}"
     if "MemoryError" in output or "Cannot allocate memory" in output:
         return f"ran out of the sandbox's memory ({limits.memory_bytes >> 30} GiB)"

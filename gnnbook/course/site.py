@@ -10,8 +10,8 @@ titles, and the notebooks and labs that cover each, then the industry labs beyon
 claims table and the references (``references.bib``, by sphinxcontrib-bibtex) are pages of their
 own; the navigation lists every notebook with its section headings, which carry the book's section
 numbers and original titles.  Two editions: the students' (no lab solution or exercise answer
-anywhere) and the teachers' (``--solutions``: each solution and each chapter's answers folded on its page).  The site works
-offline: MathJax is served from the site itself (the copy that the
+anywhere) and the teachers' (``--solutions``: each solution and each chapter's answers folded on its page).  The site
+works offline: MathJax is served from the site itself (the copy that the
 ``jupyter-server-mathjax`` package ships), and no widget script is fetched
 from a CDN.
 

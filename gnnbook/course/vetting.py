@@ -127,8 +127,10 @@ def vet(source: str, policy: Policy) -> list[Refusal]:
         if isinstance(node, ast.Import):
             for alias in node.names:
                 if not _allowed_module(alias.name, policy):
-                    refuse(node, f"import of {alias.name!r} (not among this lab's modules: {', '.join(policy.modules)})")
-                aliases[alias.asname or alias.name.split(".")[0]] = alias.name if alias.asname else alias.name.split(".")[0]
+                    refuse(node, f"import of {alias.name!r} (not among this lab's modules: "
+                                 f"{', '.join(policy.modules)})")
+                aliases[alias.asname or alias.name.split(".")[0]] = (alias.name if alias.asname
+                                                                     else alias.name.split(".")[0])
         elif isinstance(node, ast.ImportFrom):
             module = "." * node.level + (node.module or "")
             if node.level or not _allowed_module(module, policy):

@@ -71,7 +71,8 @@ from typing import Any
 _EXPORTS = {
     "partition_dataset": "partition_cache", "partition_graph": "partition_files", "cached_partition": "partition_cache",
     "load_partition": "partition_files", "PartitionReport": "partition_files", "PartitionError": "partition_files",
-    "open_partition": "partition_files", "open_cached_partition": "partition_cache", "OpenedPartition": "partition_files",
+    "open_partition": "partition_files", "open_cached_partition": "partition_cache",
+    "OpenedPartition": "partition_files",
     "plan_job": "launcher", "render": "launcher", "run_job": "launcher", "Job": "launcher",
     "JobFailed": "launcher", "LaunchError": "launcher", "read_host_file": "launcher",
     "TrainConfig": "config", "train_standalone": "trainer", "load_checkpoint": "trainer",

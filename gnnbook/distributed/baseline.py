@@ -123,7 +123,8 @@ def _train(part_config: str | Path | OpenedPartition | dgl.DGLGraph, config: Tra
         model.eval()
         with torch.no_grad():
             logits = model(graph, feat)  # all neighbours, the whole graph at once
-        history.append(dict(epoch=epoch, seconds=seconds, steps=steps, val_acc=accuracy(logits[nids["val"]], label[nids["val"]]),
+        history.append(dict(epoch=epoch, seconds=seconds, steps=steps,
+                            val_acc=accuracy(logits[nids["val"]], label[nids["val"]]),
                             test_acc=accuracy(logits[nids["test"]], label[nids["test"]])))
     best = best_epoch_row(history)
     return dict(mode="single-process", test_acc=best["test_acc"], val_acc=best["val_acc"], best_epoch=best["epoch"],

@@ -11,7 +11,8 @@ made under anything else, and ``resume=True`` with no checkpoint is an error
 written to a temporary name and renamed, and read with ``weights_only=True``.
 
 Example:
-    >>> state = resume_state(TrainConfig(checkpoint_dir="/tmp/c", resume_if_present=True), 4, "cora.json")  # doctest: +SKIP
+    >>> state = resume_state(TrainConfig(checkpoint_dir="/tmp/c", resume_if_present=True), 4,
+    ...                      "cora.json")  # doctest: +SKIP
 """
 from __future__ import annotations
 

@@ -77,9 +77,9 @@ class LocalCluster:
 
     mode = "local"
 
-    def __init__(self, part_config: str | Path | OpenedPartition, num_trainers: int = 1, num_servers: int = 1, num_samplers: int = 0,
-                 deadline_s: float | None = None, workdir: str | Path | None = None, mode: str = "local",
-                 keep_workdir: bool = False, hosts: list[tuple[str, int | None]] | None = None,
+    def __init__(self, part_config: str | Path | OpenedPartition, num_trainers: int = 1, num_servers: int = 1,
+                 num_samplers: int = 0, deadline_s: float | None = None, workdir: str | Path | None = None,
+                 mode: str = "local", keep_workdir: bool = False, hosts: list[tuple[str, int | None]] | None = None,
                  machine_memory: int | str | None = None, private_network: bool | None = None):
         # Read and checked once, here: a bad config fails now, with a clear message.
         self.partition = open_partition(part_config)
@@ -183,7 +183,8 @@ class LocalCluster:
         return run_with_fresh_ports(lambda: self.start(command, workdir, deadline_s))
 
     def trainer_command(self, config: TrainConfig) -> list[str]:
-        return [sys.executable, "-m", "gnnbook.distributed.trainer", "--part-config", str(self.part_config), *config.to_argv()]
+        return [sys.executable, "-m", "gnnbook.distributed.trainer", "--part-config", str(self.part_config),
+                *config.to_argv()]
 
     def train(self, config: TrainConfig | dict[str, Any] | None = None, progress: bool = False) -> dict[str, Any]:
         """Run the gnnbook trainer; return its JSON result (plus ``wall_seconds``).

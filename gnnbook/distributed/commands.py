@@ -147,7 +147,8 @@ def _dist_train(args: argparse.Namespace) -> int:
     else:
         print(f"{result['num_parts']} partitions x {args.num_trainers} trainers ({result['mode']}): test accuracy "
               f"{result['test_acc']:.3f} (best val epoch {result['best_epoch']}"
-              + (f"; mean of {len(result['runs'])} runs {result['test_acc_mean']:.3f}" if len(result["runs"]) > 1 else "")
+              + (f"; mean of {len(result['runs'])} runs {result['test_acc_mean']:.3f}"
+                 if len(result["runs"]) > 1 else "")
               + f"), {result['seconds_per_epoch']:.2f} s/epoch, "
               f"steps per trainer {result['steps_per_trainer']}, remote feature rows "
               f"{100 * result['feature_rows']['remote_fraction']:.1f}%, wall {result['wall_seconds']:.1f} s")
@@ -166,7 +167,8 @@ def _dist_train(args: argparse.Namespace) -> int:
         if "single_process" in result:
             single = result["single_process"]
             print(f"single process, same model/fanouts/seed: test accuracy {single['test_acc']:.3f} "
-                  f"(mean over seeds {config.seed}..{config.seed + BASELINE_SEEDS - 1}: {single['test_acc_mean']:.3f}), "
+                  f"(mean over seeds {config.seed}..{config.seed + BASELINE_SEEDS - 1}: "
+                  f"{single['test_acc_mean']:.3f}), "
                   f"{single['seconds_per_epoch']:.2f} s/epoch")
     return 0
 
@@ -213,7 +215,8 @@ def _add_job_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--num-samplers", type=int, default=0, help="DGL sampler processes per trainer")
     parser.add_argument("--hosts", help="host file (one 'IP [PORT]' line per machine): run over ssh")
     parser.add_argument("--mode", choices=("local", "netns"), default="local",
-                        help="local: emulated machines in this host (no root); netns: one network namespace each (root)")
+                        help="local: emulated machines in this host (no root); "
+                             "netns: one network namespace each (root)")
     parser.add_argument("--deadline", type=float, default=None,
                         help="seconds before the whole job is stopped (default: dist-train from the epochs and "
                         "steps, launch 600)")
@@ -278,7 +281,8 @@ def _explain_train_options(parser: argparse.ArgumentParser) -> None:
 
 def register(subparsers: Any) -> None:
     """Add ``partition``, ``dist-train`` and ``launch`` to an argparse subparsers object."""
-    p = subparsers.add_parser("partition", help="partition a dataset for DistDGL and report cut / replication / balance")
+    p = subparsers.add_parser("partition",
+                              help="partition a dataset for DistDGL and report cut / replication / balance")
     from ..data import dataset_help
 
     p.add_argument("--dataset", help=dataset_help("the graph to partition"))

@@ -92,7 +92,8 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         if self.model not in MODELS:
-            raise ValueError(f"unknown model '{self.model}' for the distributed trainer; use one of {', '.join(MODELS)}")
+            raise ValueError(f"unknown model '{self.model}' for the distributed trainer; "
+                             f"use one of {', '.join(MODELS)}")
         if self.epochs < 1 or self.batch_size < 1 or not self.fanouts:
             raise ValueError("epochs and batch_size must be >= 1 and fanouts non-empty (one per layer)")
         if self.eval_fanouts is not None and (len(self.eval_fanouts) != len(self.fanouts)
@@ -137,7 +138,8 @@ class TrainConfig:
             flag = "--" + f.name.replace("_", "-")
             value = getattr(default, f.name)
             if isinstance(value, bool):  # --flag, or --no-flag for what is on by default
-                parser.add_argument(flag, action=argparse.BooleanOptionalAction if value else "store_true", default=value)
+                parser.add_argument(flag, action=argparse.BooleanOptionalAction if value else "store_true",
+                                    default=value)
             elif f.name in ("fanouts", "eval_fanouts"):
                 parser.add_argument(flag, type=lambda s: [int(x) for x in s.split(",")], default=value,
                                     help="neighbours sampled per layer, e.g. 10,10" if f.name == "fanouts" else None)
@@ -166,7 +168,8 @@ LABEL_NAMES = ("label", "labels")
 MASK_NAMES = ("train_mask", "val_mask", "test_mask")
 
 
-def node_data_keys(available: list[str], feat_name: str | None = None, label_name: str | None = None) -> tuple[str, str]:
+def node_data_keys(available: list[str], feat_name: str | None = None,
+                   label_name: str | None = None) -> tuple[str, str]:
     """The (feature, label) node-data names to train on, among ``available``:
     the ones asked for, else the one of :data:`FEAT_NAMES` / :data:`LABEL_NAMES`
     present.  A clear error lists what there is otherwise.

@@ -26,7 +26,8 @@ the partition files without starting a job of its own).
 
 Example:
     >>> with LocalCluster(cached_partition("cora", 2)) as cluster:  # doctest: +SKIP
-    ...     cluster.run([sys.executable, "-m", "gnnbook.distributed.demo_interfaces", "--part-config", cfg, "--out", "x.json"])
+    ...     cluster.run([sys.executable, "-m", "gnnbook.distributed.demo_interfaces", "--part-config", cfg,
+    ...                  "--out", "x.json"])
 """
 from __future__ import annotations
 

@@ -391,7 +391,8 @@ def remove_stale_segments() -> list[str]:
     if not SHM_DIR.is_dir():
         return []
     pattern = re.compile(r"gnnbook(\d+)x[0-9a-f]{6}")
-    orphans = [p for p in SHM_DIR.iterdir() if (m := pattern.match(p.name)) and not Path(f"/proc/{m.group(1)}").exists()]
+    orphans = [p for p in SHM_DIR.iterdir()
+               if (m := pattern.match(p.name)) and not Path(f"/proc/{m.group(1)}").exists()]
     if not orphans:
         return []
     mapped = reaper.mapped_inodes()

@@ -23,9 +23,9 @@ Three ways to place machine m (partition m):
   :mod:`gnnbook.distributed.emulation` (no root), all of the job's processes in
   one private user + network namespace where the kernel allows it
   (:mod:`gnnbook.base.private_net`: no other user can connect to the job), else
-  on the host's loopback with a warning; nothing listening beyond loopback: servers on 127.0.0.1 with ports chosen free, the rendezvous store
-  in its own process (:mod:`gnnbook.distributed.store`) on 127.0.0.1, gloo on
-  the loopback interface; a port taken by the time it is bound makes
+  on the host's loopback with a warning; nothing listening beyond loopback: servers on 127.0.0.1 with ports chosen free,
+  the rendezvous store in its own process (:mod:`gnnbook.distributed.store`) on 127.0.0.1, gloo on the loopback
+  interface; a port taken by the time it is bound makes
   :func:`run_with_fresh_ports` start the job again with fresh ports;
 - ``netns``: every machine a network + mount namespace of this host with its
   own IP (root; :mod:`gnnbook.distributed.netns`), stock DGL;
@@ -237,7 +237,8 @@ def read_host_file(path: str | Path) -> list[tuple[str, int | None]]:
     return hosts
 
 
-PLACEHOLDER = re.compile(r"\{(ip_config|part_config|graph_name|num_parts|num_trainers|num_servers|num_samplers|workdir)\}")
+PLACEHOLDER = re.compile(r"\{(ip_config|part_config|graph_name|num_parts|num_trainers|num_servers|num_samplers|"
+                         r"workdir)\}")
 
 
 def fill_placeholders(command: list[str], values: dict[str, str]) -> list[str]:
@@ -278,7 +279,8 @@ def plan_job(part_config: str | Path | OpenedPartition, command: list[str], num_
     from .partition_files import open_partition  # torch: only when a job is planned
     if mode not in MODES:
         raise LaunchError(f"unknown mode '{mode}'; use one of {', '.join(MODES)}")
-    for label, value, low in (("trainers", num_trainers, 1), ("servers", num_servers, 1), ("samplers", num_samplers, 0)):
+    for label, value, low in (("trainers", num_trainers, 1), ("servers", num_servers, 1),
+                              ("samplers", num_samplers, 0)):
         if not isinstance(value, int) or value < low:
             raise LaunchError(f"the number of {label} per machine must be an integer >= {low}, got {value!r}")
     if not command:
@@ -316,7 +318,8 @@ def plan_job(part_config: str | Path | OpenedPartition, command: list[str], num_
         master_port = master_port or free_port_block(1, avoid=used)
     elif mode == "netns":
         if not netns_machines or len(netns_machines) < num_parts:
-            raise LaunchError(f"netns mode needs {num_parts} namespaces (one per partition); see gnnbook.distributed.netns")
+            raise LaunchError(f"netns mode needs {num_parts} namespaces (one per partition); "
+                              "see gnnbook.distributed.netns")
         machines = netns_machines[:num_parts]
         master_port = master_port or 29500
     else:
@@ -375,7 +378,8 @@ def plan_job(part_config: str | Path | OpenedPartition, command: list[str], num_
         store_argv = [sys.executable, "-m", "gnnbook.distributed.store", "--servers", servers, "--host",
                       machines[0].ip, "--port", str(master_port), "--world-size", str(world)]
         package_root = str(Path(__file__).resolve().parents[2])
-        path = os.pathsep.join(dict.fromkeys([package_root, *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]))
+        path = os.pathsep.join(dict.fromkeys([package_root,
+                                              *filter(None, os.environ.get("PYTHONPATH", "").split(os.pathsep))]))
         processes.append(_proc("store", machines[0], "store", store_argv, {"PYTHONPATH": path}, cwd))
     for machine in machines:
         for s in range(num_servers):
@@ -487,7 +491,8 @@ class Job:
                 budget = self.budgets[p.machine] if self.budgets and p.role != "store" else None
                 if prefix:  # nsenter would start and then fail: a missing program fails here, as without it
                     _check_program(p.full_argv[0], {**os.environ, **p.env})
-                self.group.start(p.name, prefix + p.full_argv, env=None if self.plan.machines[p.machine].remote else p.env,
+                self.group.start(p.name, prefix + p.full_argv,
+                                 env=None if self.plan.machines[p.machine].remote else p.env,
                                  background=p.role != "trainer", budget=budget)
         except BaseException:
             self.close()
@@ -514,7 +519,8 @@ class Job:
             self.cleanup()
             over, reason = self._over_budget(), str(err).split(chr(10))[0]
             reason = f"{over}: {reason}" if over else reason  # the machine over budget first: it is the cause
-            raise JobFailed(err.name, err.returncode, err.log_tail, f"{reason} (all logs: {self.group.log_dir})") from None
+            raise JobFailed(err.name, err.returncode, err.log_tail,
+                            f"{reason} (all logs: {self.group.log_dir})") from None
         over = self._over_budget()
         if over:  # measured, not enforced (no cgroup here): the job ran but did not fit
             self.failed = True
@@ -594,7 +600,8 @@ def _check_program(program: str, env: dict[str, str]) -> None:
 
 def plan_made_workdir(plan: JobPlan) -> bool:
     """Whether the plan's folder is the temporary one :func:`plan_job` made."""
-    return plan.workdir.resolve().parent == Path(tempfile.gettempdir()).resolve() and plan.workdir.name.startswith("gnnbook-dist-")
+    return (plan.workdir.resolve().parent == Path(tempfile.gettempdir()).resolve()
+            and plan.workdir.name.startswith("gnnbook-dist-"))
 
 
 PORT_RETRIES = 3  # fresh-port restarts of a local job whose server or store found its port taken

@@ -107,7 +107,8 @@ class PartitionReport:
     def table(self) -> str:
         """The per-partition numbers and the summary as plain text."""
         head = f"{'part':>4} {'inner nodes':>11} {'halo nodes':>10} {'inner edges':>11} {'cut edges':>9} {'train':>6}"
-        rows = [f"{p.part_id:>4} {p.inner_nodes:>11} {p.halo_nodes:>10} {p.inner_edges:>11} {p.cut_edges:>9} {p.train_nodes:>6}"
+        rows = [f"{p.part_id:>4} {p.inner_nodes:>11} {p.halo_nodes:>10} {p.inner_edges:>11} {p.cut_edges:>9} "
+                f"{p.train_nodes:>6}"
                 for p in self.parts]
         summary = (f"{self.graph_name}: {self.num_parts} parts ({self.method}), edge cut {self.edge_cut_fraction:.3f}, "
                    f"replication {self.replication_factor:.3f}, balance nodes {self.node_balance:.3f} "
@@ -272,7 +273,8 @@ def open_partition(part_config: str | Path | OpenedPartition, verify: bool = Tru
         config = json.loads(raw.decode())
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise PartitionError(f"partition config {path} is not valid JSON ({err}); partition the dataset again") from err
-    missing = [k for k in ("graph_name", "num_parts", "node_map", "edge_map") if not isinstance(config, dict) or k not in config]
+    missing = [k for k in ("graph_name", "num_parts", "node_map", "edge_map")
+               if not isinstance(config, dict) or k not in config]
     if missing:
         raise PartitionError(f"partition config {path} lacks {', '.join(missing)}; it is not a DGL partition "
                              "config or it is damaged: partition the dataset again")
@@ -280,7 +282,8 @@ def open_partition(part_config: str | Path | OpenedPartition, verify: bool = Tru
     if not isinstance(name, str) or not GRAPH_NAME.fullmatch(name):
         # The name reaches file names, shared-memory names and (cluster mode) a remote shell.
         raise PartitionError(f"partition config {path}: graph_name {name!r} is not a plain name (letters, digits, "
-                             "'_', '-', '.', at most 64, not starting with '.' or '-'); partition again with such a name")
+                             "'_', '-', '.', at most 64, not starting with '.' or '-'); "
+                             "partition again with such a name")
     if not isinstance(config["num_parts"], int) or config["num_parts"] < 1:
         raise PartitionError(f"partition config {path}: num_parts {config['num_parts']!r} is not a positive integer")
     for i in range(int(config["num_parts"])):

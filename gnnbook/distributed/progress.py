@@ -32,7 +32,8 @@ def format_epoch_line(epoch: int, loss: float, val_acc: float, test_acc: float, 
                       run: int = 0) -> str:
     """The line rank 0 prints after each epoch (the trainer's log; :func:`parse_epoch_line` reads it back);
     runs after the first of a job (``TrainConfig.runs``) are named: ``run 1 epoch 3: ...``."""
-    return ("" if run == 0 else f"run {run} ") + f"epoch {epoch}: loss {loss:.3f} val {val_acc:.3f} test {test_acc:.3f} {seconds:.2f}s"
+    return (("" if run == 0 else f"run {run} ")
+            + f"epoch {epoch}: loss {loss:.3f} val {val_acc:.3f} test {test_acc:.3f} {seconds:.2f}s")
 
 
 def parse_epoch_line(line: str) -> dict[str, Any] | None:
@@ -41,13 +42,14 @@ def parse_epoch_line(line: str) -> dict[str, Any] | None:
     if not match:
         return None
     run, epoch, loss, val, test, seconds = match.groups()
-    return dict(run=int(run or 0), epoch=int(epoch), loss=float(loss), val_acc=float(val), test_acc=float(test), seconds=float(seconds))
+    return dict(run=int(run or 0), epoch=int(epoch), loss=float(loss), val_acc=float(val), test_acc=float(test),
+                seconds=float(seconds))
 
 
 class EpochProgress:
     """Follow ``log`` (rank 0's log file, which may not exist yet) while a job of ``runs`` runs of
-    ``epochs`` epochs each runs, as a context manager around the job; ``deadline_s`` is shown as the time left.  The epochs
-    seen are kept in :attr:`epochs_seen` (a test reads them)."""
+    ``epochs`` epochs each runs, as a context manager around the job; ``deadline_s`` is shown as the time left.  The
+    epochs seen are kept in :attr:`epochs_seen` (a test reads them)."""
 
     def __init__(self, log: Path, epochs: int, deadline_s: float, enabled: bool = True, poll_s: float = 0.5,
                  runs: int = 1):
@@ -64,7 +66,8 @@ class EpochProgress:
         from tqdm.auto import tqdm    # the launcher's bar only: the trainers import this module too
 
         self._start = time.monotonic()
-        self._bar = tqdm(total=self.epochs * self.runs, desc="epochs", unit="epoch", disable=not self.enabled, leave=True)
+        self._bar = tqdm(total=self.epochs * self.runs, desc="epochs", unit="epoch", disable=not self.enabled,
+                         leave=True)
         self._thread = threading.Thread(target=self._follow, name="gnnbook-epoch-progress", daemon=True)
         self._thread.start()
         return self

@@ -31,10 +31,10 @@ layouts rather than promise what it cannot keep.
 
 Example:
     >>> check_repeatable(num_machines=2, trainers_per_machine=1)
-    >>> check_repeatable(num_machines=3, trainers_per_machine=1)
+    >>> check_repeatable(num_machines=3, trainers_per_machine=1)  # doctest: +ELLIPSIS
     Traceback (most recent call last):
     ...
-    ValueError: repeatable sampling needs 2 machines with 1 trainer each (every server then serves one remote trainer, in a fixed order); this job has 3 machines with 1 trainer(s) each
+    ValueError: repeatable sampling needs 2 machines with 1 trainer each (...); this job has 3 machines ...
 """
 from __future__ import annotations
 

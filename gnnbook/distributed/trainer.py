@@ -226,7 +226,8 @@ def _open_job(part_config: str | Path | OpenedPartition, config: TrainConfig) ->
     emulation.verify(book.partid)  # each trainer on its own machine's partition
     feat_key, label_key = node_data_keys(list(g.ndata.keys()), config.feat_name, config.label_name)
     rank, world = (dist.get_rank(), dist.get_world_size()) if _distributed() else (0, 1)
-    splits = {s: dgl.distributed.node_split(g.ndata[f"{s}_mask"], book, force_even=True) for s in ("train", "val", "test")}
+    splits = {s: dgl.distributed.node_split(g.ndata[f"{s}_mask"], book, force_even=True)
+              for s in ("train", "val", "test")}
     train_nodes = len(splits["train"])
     keep = int(_reduce([train_nodes], dist.ReduceOp.MIN)[0])
     eval_sampler = (dgl.dataloading.MultiLayerFullNeighborSampler(len(config.fanouts)) if config.eval_fanouts is None
@@ -362,7 +363,8 @@ def _summary(job: _Job, config: TrainConfig, history: list[dict[str, Any]], star
         history=history)
     rows = result["feature_rows"]
     rows["remote_fraction"] = sum(rows["remote"]) / max(1, sum(rows["local"]) + sum(rows["remote"]))
-    result.update(_measurements(history, start_epoch, config, job.cache, [int(r[0]) for r in _gather([len(job.cache)])]))
+    result.update(_measurements(history, start_epoch, config, job.cache,
+                                [int(r[0]) for r in _gather([len(job.cache)])]))
     return result
 
 

@@ -163,7 +163,8 @@ class Batches:
 
 def train_minibatch(graph: dgl.DGLGraph, model_name: str = "sage", optim: Optim | None = None,
                     batches: Batches | None = None, device: str = "cpu", progress: bool = True,
-                    step: Callable[..., float] | None = None, on_restored: Callable[[torch.nn.Module], Any] | None = None,
+                    step: Callable[..., float] | None = None,
+                    on_restored: Callable[[torch.nn.Module], Any] | None = None,
                     **model_options: Any) -> TrainResult:
     """Train ``model_name`` on sampled minibatches of ``graph``'s training nodes, with ``optim`` (None
     values: the model's :data:`gnnbook.training.train.TRAIN_DEFAULTS`, epochs and patience from
@@ -236,7 +237,8 @@ def train_minibatch(graph: dgl.DGLGraph, model_name: str = "sage", optim: Optim 
         metrics = epoch_metrics(evaluate(), labels, masks)
         loss = float(np.mean(losses)) if losses else float("nan")
         history.append(dict(epoch=epoch, loss=loss, steps=len(losses), **metrics))
-        bar.set_postfix(loss=f"{loss:.3f}", val_acc=f"{metrics['val_acc']:.3f}", refresh=False)  # see gnnbook.training.train
+        # see gnnbook.training.train
+        bar.set_postfix(loss=f"{loss:.3f}", val_acc=f"{metrics['val_acc']:.3f}", refresh=False)
         if best.update(model, epoch, metrics["val_acc"], metrics["val_loss"]):
             break
     best.restore(model)

@@ -238,7 +238,8 @@ class Optim:
         """Every None replaced: by ``loop_defaults`` (a loop's own epochs or patience), then by
         ``model_name``'s :data:`TRAIN_DEFAULTS`."""
         given = {k: v for k, v in asdict(self).items() if k != "seed"}
-        settings = training_settings(model_name, **{k: loop_defaults.get(k) if v is None else v for k, v in given.items()})
+        settings = training_settings(model_name,
+                                     **{k: loop_defaults.get(k) if v is None else v for k, v in given.items()})
         return Optim(seed=self.seed, **{k: settings[k] for k in given})
 
     def with_seed(self, seed: int) -> "Optim":

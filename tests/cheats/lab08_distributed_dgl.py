@@ -14,7 +14,7 @@ CHEATS = [
           {0: _GRAPH + "import importlib\n"
                        "return importlib.import_module('gnnbook.ch6_fullgraph.' + 'partitioners')"
                        ".partition_metrics(g, owner)['edge_cut']"}),
-    # --- around the checks themselves (issue 37): the job's numbers made up in the student's kernel once scored ---------
+    # --- around the checks themselves (issue 37): the job's numbers made up in the student's kernel once scored ---
     Cheat("a setup far over the budget, the remote rows read from the check's frame", "frame-walk", 2, {0: (
         "import inspect\n"
         "inspect.currentframe().f_back.f_locals['budget'] = 10 ** 9\n"
@@ -29,6 +29,7 @@ CHEATS = [
                "    def __exit__(self, *args):\n"
                "        return False\n"
                "    def train(self, config):\n"
-               "        return {'test_acc': 0.99, 'epochs_run': 1, 'feature_rows': {'remote': [0], 'remote_fraction': 0.0}}\n"
+               "        return {'test_acc': 0.99, 'epochs_run': 1, "
+               "'feature_rows': {'remote': [0], 'remote_fraction': 0.0}}\n"
                "D.LocalCluster = Fake")}, expect="refused: task2-solution1"),
 ]

@@ -44,9 +44,11 @@ CHEATS = [
                            "return BPRLoss()(positive, negative)"}),
     Cheat("PyG's BPRLoss through importlib", "importlib", 1,
           {0: SAME_SHAPE + "import importlib\n"
-                           "return importlib.import_module('torch_geometric.nn.models.lightgcn').BPRLoss()(positive, negative)"}),
+                           "return importlib.import_module('torch_geometric.nn.models.lightgcn')"
+                           ".BPRLoss()(positive, negative)"}),
     # --- around the checks themselves (issue 37) ---------------------------------------------------------------
-    Cheat("every cell wrapped in try/except BaseException", "try-wrapper", 1, {0: "return (positive - negative).mean()"},
+    Cheat("every cell wrapped in try/except BaseException", "try-wrapper", 1,
+          {0: "return (positive - negative).mean()"},
           cell=TRY_EVERY_CELL,
           expect="loss"),
     Cheat("the check's expected loss read from its frame", "frame-walk", 1, {0: (

@@ -23,7 +23,8 @@ CHEATS = [
     Cheat("lines read back from LoadingModel's zero-copy time", "direct", 2,
           {0: f"from {LOADING} import LINE_BYTES, LoadingModel\n"
               "model = LoadingModel(host={'pageable': (0.0, 0.0, 0.0), 'pinned': (0.0, 0.0, 0.0)},\n"
-              "                     pcie_bytes_per_s=float(LINE_BYTES), dma_latency_s=0.0, launch_s=0.0, itemsize=itemsize)\n"
+              "                     pcie_bytes_per_s=float(LINE_BYTES), dma_latency_s=0.0, launch_s=0.0, "
+              "itemsize=itemsize)\n"
               "return round(model.predict(len(ids), width, ids)['zero-copy'] - 8 * len(ids) / LINE_BYTES)"}),
     # --- around the checks themselves (issue 37) ---------------------------------------------------------------
     Cheat("one added cell that turns every check cell into 'pass'", "cell-transformer", 2,

@@ -17,7 +17,7 @@ imports it from here: it cannot import a notebook cell).  One module per lab, na
 - ``training_calls``: the student's side of labs 4 and 5b (a step, a history, training runs with them).
 """
 
-__all__ = ["engine", "lab02_message_passing", "lab03_collectives", "lab04_minibatch", "lab05_feature_cache", "lab05b_historical_embeddings",
-           "lab06_halo_exchange", "lab08_distributed_dgl", "lab10_recommendation",
+__all__ = ["engine", "lab02_message_passing", "lab03_collectives", "lab04_minibatch", "lab05_feature_cache",
+           "lab05b_historical_embeddings", "lab06_halo_exchange", "lab08_distributed_dgl", "lab10_recommendation",
            "lab11_spatiotemporal_index_batching", "lab12_feature_loading", "ranks", "student",
            "training_calls"]

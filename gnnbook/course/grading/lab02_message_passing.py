@@ -68,7 +68,8 @@ def _reference(in_feats: int, out_feats: int, seed: int) -> dglnn.GraphConv:
 
 
 def _layer_cases(thorough: bool) -> dict[str, tuple[dgl.DGLGraph, int]]:
-    cases = {"Cora, 1433 -> 16": (cora_graph(), 16), "a directed graph, 8 -> 4": (directed_graph(40, 200, 8, seed=1), 4)}
+    cases = {"Cora, 1433 -> 16": (cora_graph(), 16),
+             "a directed graph, 8 -> 4": (directed_graph(40, 200, 8, seed=1), 4)}
     if thorough:
         cases["a directed graph, 5 -> 7"] = (directed_graph(60, 500, 5, seed=7), 7)
         cases["a directed graph, 3 -> 2"] = (directed_graph(9, 30, 3, seed=11), 2)
@@ -93,7 +94,8 @@ def check_layer(student, thorough: bool = False) -> dict[str, Any]:
         with torch.no_grad():
             expected.append(conv(g, feat))
         calls.append(("lab02.layer_forward", {"graph": graph_payload(g, feat=feat), "out_feats": width,
-                                              "weight": conv.weight.detach().clone(), "bias": conv.bias.detach().clone()}))
+                                              "weight": conv.weight.detach().clone(),
+                                              "bias": conv.bias.detach().clone()}))
     worst = 0.0
     for case, got, want in zip(cases, student.run(calls), expected):
         error = _shape_error(case, got, want)
@@ -119,13 +121,15 @@ def check_gradients(student, thorough: bool = False) -> dict[str, Any]:
         probe = torch.randn(g.num_nodes(), width, generator=torch.Generator().manual_seed(seed))
         (conv(g, feat) * probe).sum().backward()
         expected.append((conv.weight.grad, conv.bias.grad))
-        calls.append(("lab02.layer_gradients", {"graph": graph_payload(g, feat=feat), "out_feats": width, "probe": probe,
-                                                "weight": conv.weight.detach().clone(), "bias": conv.bias.detach().clone()}))
+        calls.append(("lab02.layer_gradients", {"graph": graph_payload(g, feat=feat), "out_feats": width,
+                                                "probe": probe, "weight": conv.weight.detach().clone(),
+                                                "bias": conv.bias.detach().clone()}))
     for case, got, (weight, bias) in zip(cases, student.run(calls), expected):
         assert got["weight"] is not None and float(got["weight"].abs().sum()) > 0, f"{case}: no gradient reaches weight"
         assert got["weight"].shape == weight.shape and torch.allclose(got["weight"], weight, atol=1e-4), \
             f"{case}: the weight's gradient differs from GraphConv's (is the output computed from self.weight?)"
-        assert got["bias"] is not None and got["bias"].shape == bias.shape and torch.allclose(got["bias"], bias, atol=1e-4), \
+        assert (got["bias"] is not None and got["bias"].shape == bias.shape
+                and torch.allclose(got["bias"], bias, atol=1e-4)), \
             f"{case}: the bias's gradient differs from GraphConv's: the bias should be added once per node"
     return {"graphs": len(cases)}
 
@@ -161,11 +165,13 @@ def check_gcn(student, thorough: bool = False, seed: int = 0, epochs: int = 200,
     assert run["layers"] == 2, "use two MyGraphConv layers"
     test = cora.ndata["test_mask"]
     logits = run["logits"]
-    assert logits.shape == (cora.num_nodes(), int(labels.max()) + 1), f"the trained model returned {tuple(logits.shape)}"
+    assert logits.shape == (cora.num_nodes(), int(labels.max()) + 1), (
+        f"the trained model returned {tuple(logits.shape)}")
     test_acc = float((logits[test].argmax(1) == labels[test]).float().mean())
     assert 0.78 <= test_acc <= 0.85, \
         f"test accuracy {test_acc:.3f} outside 0.78-0.85: check dropout, ReLU and the layer sizes"
-    return {"test_acc": test_acc, "best_val": run["best_val"], "curve": run["curve"].tolist(), "seed": seed, "epochs": epochs}
+    return {"test_acc": test_acc, "best_val": run["best_val"], "curve": run["curve"].tolist(), "seed": seed,
+            "epochs": epochs}
 
 
 CHECKS = (Check(1, "MyGraphConv equals DGL's GraphConv with the same weights", check_layer),

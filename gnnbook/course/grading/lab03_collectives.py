@@ -41,8 +41,9 @@ __all__ = ["CHECKS", "Here", "P2P_OPS", "POLICY", "PRELUDE", "check_all_reduce",
 
 PRELUDE = LAB03_PRELUDE
 # Point-to-point messages on the comm the check gives: torch.distributed (and its collectives) is refused.
-POLICY = Policy(modules=("torch", "math"), references=("all_reduce", "allreduce", "tree_all_reduce", "direct_all_reduce",
-                                                       "reduce_scatter", "all_gather", "all_to_all"))
+POLICY = Policy(modules=("torch", "math"),
+                references=("all_reduce", "allreduce", "tree_all_reduce", "direct_all_reduce",
+                            "reduce_scatter", "all_gather", "all_to_all"))
 
 
 def check_all_reduce(impl: str, sizes: list[int], seed: int = 0) -> list[dict[str, Any]]:
@@ -79,7 +80,8 @@ def _ring_rows(student, world_sizes: Sequence[int], sizes: Sequence[int], thorou
     if key in runs:
         return runs[key]
     seed = secrets.randbelow(2**31) if thorough else 0
-    launches = student.run([("lab03.ring", {"world_size": n, "sizes": list(sizes), "seed": seed, "deadline_s": deadline_s})
+    launches = student.run([("lab03.ring", {"world_size": n, "sizes": list(sizes), "seed": seed,
+                                            "deadline_s": deadline_s})
                             for n in world_sizes])
     rows = []
     for n, per_rank in zip(world_sizes, launches):
@@ -90,7 +92,8 @@ def _ring_rows(student, world_sizes: Sequence[int], sizes: Sequence[int], thorou
                 row = next(r for r in results if r["size"] == size)
                 got = row["result"]
                 error = float((got - expected).abs().max()) if got.shape == expected.shape else float("inf")
-                rows.append({k: v for k, v in row.items() if k != "result"} | {"N": n, "rank": rank, "max_error": error})
+                rows.append({k: v for k, v in row.items() if k != "result"}
+                            | {"N": n, "rank": rank, "max_error": error})
     runs[key] = rows
     return rows
 

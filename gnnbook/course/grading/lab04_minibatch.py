@@ -134,7 +134,8 @@ def check_step(student, thorough: bool = False) -> dict[str, Any]:
             "(in input_nodes order) and the output nodes' labels")
         wrong = [name for name, grad in grads.items()
                  if not torch.allclose(r["after"][name], r["before"][name] - lr * grad, atol=1e-5)]
-        assert not wrong, f"{case}: parameters {wrong} moved wrongly: zero the gradients, then backward, then step the optimizer"
+        assert not wrong, (
+            f"{case}: parameters {wrong} moved wrongly: zero the gradients, then backward, then step the optimizer")
     return {"cases": len(cases)}
 
 
@@ -191,4 +192,5 @@ def check_choice(student, thorough: bool = False, budget_fraction: float = BUDGE
 
 CHECKS = (Check(1, "one step: the seeds' loss and one clean optimizer update, on the check's minibatches", check_step),
           Check(1, "minibatch training with your step reaches full-graph accuracy (within 2 points)", check_training),
-          Check(2, "your batch size and fanouts meet the memory budget and keep accuracy within 2 points", check_choice))
+          Check(2, "your batch size and fanouts meet the memory budget and keep accuracy within 2 points",
+                check_choice))

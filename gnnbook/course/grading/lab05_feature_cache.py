@@ -85,7 +85,8 @@ def check_tiny_graphs(student, thorough: bool = False) -> dict[str, Any]:
     cases = [((tiny, seeds, [-1], 1, 1, 2, 0), [0], "capacity 1"),
              ((tiny, seeds, [-1], 1, 3, 2, 0), [0, 1, 2], "capacity 3"),
              ((tiny, seeds, [-1], 1, 6, 2, 0), [0, 1, 2, 3, 4, 5], "capacity 6"),
-             ((tiny, seeds, [-1], 3, 2, 1, 0), [0, 1], "one minibatch of all three seeds reads every node once (0 too)")]
+             ((tiny, seeds, [-1], 3, 2, 1, 0), [0, 1],
+              "one minibatch of all three seeds reads every node once (0 too)")]
     if thorough:
         path = _path_graph()
         cases += [((path, torch.tensor([2, 4]), [-1, -1], 1, 5, 2, 3), [2, 3, 4, 7, 0], "two layers, two seeds"),
@@ -113,7 +114,8 @@ def score_caches(student, dataset: str = "cora", fractions: Sequence[float] = FR
     trace = caching.record_trace(graph, train_nodes, list(fanouts), batch_size, epochs=measured_epochs, seed=trace_seed)
     degrees = caching.graph_degrees(graph)
     capacities = [caching.capacity_for(fraction, n) for fraction in fractions]
-    caches = student.run([_cache_call(graph, train_nodes, fanouts, batch_size, capacity, presample_epochs, presample_seed)
+    caches = student.run([_cache_call(graph, train_nodes, fanouts, batch_size, capacity, presample_epochs,
+                                      presample_seed)
                           for capacity in capacities])
     rows = []
     for fraction, capacity, cached in zip(fractions, capacities, caches):
@@ -132,7 +134,8 @@ def cache_fault(row: dict[str, Any]) -> str | None:
     """What is wrong with the student's cache in one row of :func:`score_caches` (None: nothing)."""
     where = f"{row['dataset']} at {100 * row['fraction']:g}% ({row['capacity']} rows)"
     if row["returned"] != row["capacity"] or row["distinct"] != row["capacity"]:
-        return f"{where}: return {row['capacity']} distinct node ids, got {row['returned']} ({row['distinct']} distinct)"
+        return (f"{where}: return {row['capacity']} distinct node ids, got {row['returned']} "
+                f"({row['distinct']} distinct)")
     if not row["yours"] >= 2 * row["random"]:
         return f"{where}: your cache ({row['yours']:.3f}) is not far above a random one ({row['random']:.3f})"
     if not (row["yours"] >= row["degree"] - 0.01 and row["yours"] >= 0.9 * row["oracle"]):
@@ -161,4 +164,5 @@ def check_scores(student, thorough: bool = False, dataset: str = "cora") -> dict
 
 
 CHECKS = (Check(1, "the cache on tiny graphs with known counts", check_tiny_graphs),
-          Check(1, "at 10% capacity the cache beats random, matches degree or better and is near the oracle", check_scores))
+          Check(1, "at 10% capacity the cache beats random, matches degree or better and is near the oracle",
+                check_scores))

@@ -76,8 +76,8 @@ def check_history(student, thorough: bool = False) -> dict[str, Any]:
                 continue
             got = next(pulls)
             assert tuple(got.shape) == (len(op[2]), w) and torch.equal(got, expected[op[1]][op[2]]), (
-                f"{where}: pull({op[1]}, ...) after {pushes} pushes does not give the rows last pushed there (a history "
-                "stores copies: changing a pushed tensor afterwards must not change the table)")
+                f"{where}: pull({op[1]}, ...) after {pushes} pushes does not give the rows last pushed there "
+                "(a history stores copies: changing a pushed tensor afterwards must not change the table)")
         assert all(torch.equal(a, b) for a, b in zip(r["end"], expected)), f"{where}: a push wrote outside its rows"
     return {"cases": len(cases)}
 
@@ -107,7 +107,8 @@ def check_forward(student, thorough: bool = False, dataset: str = "cora") -> dic
             full, exact_rows = net(g, x), H.exact_embeddings(net, setup, x)
         generator = torch.Generator().manual_seed(seed + 1)
         start = [torch.rand(g.num_nodes(), width, generator=generator) for _ in range(num_tables)]
-        stale_steps = [[training, b, 1000 + i] for i, (training, b) in enumerate((t, b) for t in (False, True) for b in (0, 1))]
+        stale_steps = [[training, b, 1000 + i]
+                       for i, (training, b) in enumerate((t, b) for t in (False, True) for b in (0, 1))]
         common = {"model": _model_payload(net, g.ndata["feat"].shape[1], classes, depth), "x": x,
                   "num_nodes": g.num_nodes(), "batches": [batch_payload(b) for b in batches]}
         exact, stale = student.run([
@@ -118,7 +119,8 @@ def check_forward(student, thorough: bool = False, dataset: str = "cora") -> dic
             assert tuple(out.shape) == (len(b.nodes), full.shape[1]), \
                 f"{case}: one row per in-batch node, got {tuple(out.shape)}"
             gap = float((out - full[b.nodes]).abs().max())
-            assert gap < 1e-5, f"{case}: with an exact history the batch's logits differ from the full graph's by {gap:.2e}"
+            assert gap < 1e-5, (
+                f"{case}: with an exact history the batch's logits differ from the full graph's by {gap:.2e}")
         left = H.History(g.num_nodes(), width, num_tables)
         for table, rows in zip(left.tables, exact["tables"]):
             table.copy_(rows)
@@ -133,9 +135,9 @@ def check_forward(student, thorough: bool = False, dataset: str = "cora") -> dic
             torch.manual_seed(step_seed)
             want = H.gcn_forward(net, batches[b], x, theirs).detach()
             gap = float((out - want).abs().max()) if out.shape == want.shape else float("inf")
-            assert gap < 1e-5, (f"{case}, step {i} {'with dropout (training)' if training else 'without dropout'}: your "
-                                f"logits differ by {gap:.2e} from GAS's on the same history; pull the halo's rows of "
-                                "table i - 1, stack them under the batch's rows, then apply model.dropout once")
+            assert gap < 1e-5, (f"{case}, step {i} {'with dropout (training)' if training else 'without dropout'}: "
+                                f"your logits differ by {gap:.2e} from GAS's on the same history; pull the halo's "
+                                "rows of table i - 1, stack them under the batch's rows, then apply model.dropout once")
         net.eval()
         for layer, (a, b) in enumerate(zip(stale["tables"], theirs.tables)):
             assert torch.allclose(a, b, atol=1e-6), (f"{case}: table {layer} is not what GAS pushes: push the in-batch "
@@ -154,7 +156,8 @@ def check_training(student, thorough: bool = False, dataset: str = "cora", epoch
     test = graph.ndata["test_mask"]
     yours = H.HistoryResult(test_acc=accuracy(r.pop("logits")[test], graph.ndata["label"][test]), **r)
     reference = H.train(graph, "gas", optim=Optim(0, epochs=epochs, patience=epochs), clusters=H.Clusters(40, 10))
-    assert len(yours.staleness) == yours.epochs_run, "the trainer measured no staleness: keep your tables in self.tables"
+    assert len(yours.staleness) == yours.epochs_run, (
+        "the trainer measured no staleness: keep your tables in self.tables")
     stale_yours = sum(s[0] for s in yours.staleness) / len(yours.staleness)
     stale_ref = sum(s[0] for s in reference.staleness) / len(reference.staleness)
     assert abs(yours.test_acc - reference.test_acc) <= 0.02 and abs(stale_yours - stale_ref) <= 0.1 * stale_ref, (
@@ -164,7 +167,8 @@ def check_training(student, thorough: bool = False, dataset: str = "cora", epoch
             "dataset": dataset, "epochs": epochs}
 
 
-CHECKS = (Check(1, "push writes detached rows where they belong, pull reads them back in the order asked", check_history),
+CHECKS = (Check(1, "push writes detached rows where they belong, pull reads them back in the order asked",
+                check_history),
           Check(2, "exact with an exact history; GAS's logits and pushes on any other", check_forward),
           Check(3, "your history trains like the package's: accuracy within 2 points, staleness within 10%",
                 check_training))

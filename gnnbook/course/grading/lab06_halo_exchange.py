@@ -150,7 +150,8 @@ def _worst(student, thorough: bool, num_parts: int, dataset: str, partitioner: s
         if key not in runs:
             runs[key] = grade_exchange(student, parts, dataset, how, max(hidden, 4), _seed(thorough), deadline_s)
         graded.append((f"{parts} processes, {how} parts", runs[key]))
-    return max(graded, key=lambda case: case[1][error] if case[1][error] == case[1][error] else float("inf"))  # NaN: worst
+    # NaN: worst
+    return max(graded, key=lambda case: case[1][error] if case[1][error] == case[1][error] else float("inf"))
 
 
 def check_forward(student, thorough: bool = False, num_parts: int = 2, dataset: str = "cora",
@@ -204,7 +205,8 @@ def check_predicted_bytes(student, thorough: bool = False, num_parts: int = 2, d
     cases = [(max(num_parts, 2), max(hidden, 4))] + ([(3, 8)] if thorough else [])
     for parts, width in cases:
         measured = measure_package_exchange(parts, dataset, partitioner, width, deadline_s=deadline_s)
-        predicted = student.run([("lab06.predicted_bytes", {"rows_sent": r["rows_sent"], "rows_received": r["rows_received"],
+        predicted = student.run([("lab06.predicted_bytes", {"rows_sent": r["rows_sent"],
+                                                            "rows_received": r["rows_received"],
                                                             "hidden": width, "world_size": parts}) for r in measured])
         for r, p in zip(measured, predicted):
             assert p == r["wire_sent"], (f"{parts} processes, width {width}, rank {r['rank']}: predicted {p} B, "

@@ -61,7 +61,8 @@ def check_edge_cut(student, thorough: bool = False) -> dict[str, Any]:
     replies = student.run([("lab08.edge_cut", {"src": s, "dst": d, "owner": o}) for s, d, o, _ in inputs])
     for (src, dst, owner, expected), got in zip(inputs[:len(cases)], replies):
         assert abs(got - expected) < 1e-9, \
-            f"edges {list(zip(src.tolist(), dst.tolist()))}, owners {owner.tolist()}: expected {expected:.4f}, got {got}"
+            (f"edges {list(zip(src.tolist(), dst.tolist()))}, owners {owner.tolist()}: "
+             f"expected {expected:.4f}, got {got}")
     cut = dict(zip(graphs, replies[len(cases):]))
     for method, (_, _, _, expected) in graphs.items():
         assert abs(cut[method] - expected) < 1e-9, f"{method}: yours {cut[method]:.4f}, load_partition {expected:.4f}"
@@ -76,7 +77,8 @@ def distributed_job(method: str, fanouts: list[int], num_trainers: int = 1, epoc
     key = (method, tuple(fanouts), num_trainers, epochs)
     if key not in _JOBS:
         before = set(leftovers().processes)      # the grader's own children (a student's sandboxed process) stay
-        with LocalCluster(cached_partition("cora", 2, method), num_trainers=num_trainers, deadline_s=deadline_s) as cluster:
+        with LocalCluster(cached_partition("cora", 2, method), num_trainers=num_trainers,
+                          deadline_s=deadline_s) as cluster:
             job = cluster.train(TrainConfig(model="sage", epochs=epochs, fanouts=list(fanouts), seed=0))
         found = leftovers()   # this process's children and its jobs' shared memory
         found.processes = [pid for pid in found.processes if pid not in before]
@@ -103,8 +105,10 @@ def check_setup(student, thorough: bool = False, num_trainers: int = 1, epochs: 
     target, budget = max(target_acc, TARGET_ACC), min(max_remote_rows, MAX_REMOTE_ROWS)
     job = distributed_job(method, fanouts, 2 if num_trainers == 2 else 1, min(epochs, MAX_EPOCHS), deadline_s)
     remote_per_epoch = sum(job["feature_rows"]["remote"]) / job["epochs_run"]
-    assert job["test_acc"] >= target, f"{method} {fanouts}: test accuracy {job['test_acc']:.3f} is below the target {target}"
-    assert remote_per_epoch <= budget, f"{method} {fanouts}: {remote_per_epoch:.0f} remote rows per epoch, more than {budget}"
+    assert job["test_acc"] >= target, (
+        f"{method} {fanouts}: test accuracy {job['test_acc']:.3f} is below the target {target}")
+    assert remote_per_epoch <= budget, (
+        f"{method} {fanouts}: {remote_per_epoch:.0f} remote rows per epoch, more than {budget}")
     return {"job": job, "method": method, "fanouts": fanouts, "test_acc": job["test_acc"],
             "remote_per_epoch": remote_per_epoch, "target": target, "budget": budget}
 
@@ -115,7 +119,8 @@ def check_steps(student, thorough: bool = False, job: dict[str, Any] | None = No
     cases = [(([70, 71], 16, 2), [10, 10])]          # the larger share is truncated to 70 nodes: 5 steps per epoch
     if thorough:
         cases += [(([100, 64, 99], 32, 3), [6, 6, 6]), (([5], 8, 4), [4])]
-    replies = student.run([("lab08.steps", {"shares": list(a[0]), "batch_size": a[1], "epochs": a[2]}) for a, _ in cases])
+    replies = student.run([("lab08.steps", {"shares": list(a[0]), "batch_size": a[1], "epochs": a[2]})
+                           for a, _ in cases])
     for (args, expected), got in zip(cases, replies):
         assert got == list(expected), f"expected_steps{tuple(args)}: expected {list(expected)}, got {got}"
     if job is None:      # only now: a job takes seconds, a wrong prediction is found without one

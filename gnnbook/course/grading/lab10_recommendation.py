@@ -49,8 +49,10 @@ def check_bpr_loss(student, thorough: bool = False) -> dict[str, Any]:
     its gradient on the check's own scores, and ValueError for scores of different shapes."""
     generator = torch.Generator().manual_seed(5)
     scores = [(torch.zeros(4), torch.zeros(4)), (torch.tensor([-200.0]), torch.tensor([0.0])),
-              (torch.tensor([50.0]), torch.tensor([0.0])), (torch.tensor([1.0, -0.5, 2.0]), torch.tensor([0.0, 0.5, 2.5])),
-              (torch.randn(64, generator=generator) * 40, torch.randn(64, generator=generator))]  # margins past exp's range
+              (torch.tensor([50.0]), torch.tensor([0.0])),
+              (torch.tensor([1.0, -0.5, 2.0]), torch.tensor([0.0, 0.5, 2.5])),
+              # margins past exp's range
+              (torch.randn(64, generator=generator) * 40, torch.randn(64, generator=generator))]
     if thorough:
         scores += [(torch.randn(3, 7, generator=generator) * 120, torch.randn(3, 7, generator=generator) * 120),
                    (torch.tensor([-1e4, 1e4, 0.5, -88.0]), torch.tensor([0.0, -3.0, 0.5, 1.0]))]

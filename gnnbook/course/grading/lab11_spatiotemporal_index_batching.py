@@ -1,4 +1,5 @@
-"""Lab 11's checks (``labs/lab11_spatiotemporal_index_batching.ipynb``): windows as index ranges, and the memory they save.
+"""Lab 11's checks (``labs/lab11_spatiotemporal_index_batching.ipynb``): windows as index ranges, and the memory they
+save.
 
 Book: none (industry lab; ockerman2025pgti, zhao2019tgcn).
 

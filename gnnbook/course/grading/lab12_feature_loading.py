@@ -1,4 +1,5 @@
-"""Lab 12's checks (``labs/lab12_feature_loading.ipynb``): a gather into a reused buffer, and a zero-copy read's PCIe lines.
+"""Lab 12's checks (``labs/lab12_feature_loading.ipynb``): a gather into a reused buffer, and a zero-copy read's PCIe
+lines.
 
 Book: none (industry lab; feature loading as in 5.3 and min2021pytorchdirect).
 
@@ -56,10 +57,12 @@ def check_gather(student, thorough: bool = False) -> dict[str, Any]:
         assert torch.equal(r["staging_head"], expected) and r["is_view"], \
             f"{where}: write the rows into staging and return its first len(ids) rows (a view), not a new tensor"
         bytes_out = expected.numel() * expected.element_size()
-        assert r["allocated"] < 0.01 * bytes_out, f"{where}: {r['allocated']} bytes allocated: gather straight into staging (out=)"
+        assert r["allocated"] < 0.01 * bytes_out, (
+            f"{where}: {r['allocated']} bytes allocated: gather straight into staging (out=)")
         assert r["reused"], f"{where}: the buffer is reused: a second, smaller batch goes into the same rows"
         assert r["too_large"] == "ValueError", \
-            f"{where}: a batch larger than the staging buffer must raise ValueError (got {r['too_large'] or 'no error'})"
+            (f"{where}: a batch larger than the staging buffer must raise ValueError "
+             f"(got {r['too_large'] or 'no error'})")
     return {"tables": len(cases), "allocated": int(replies[-1]["allocated"])}
 
 

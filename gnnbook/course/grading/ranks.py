@@ -92,7 +92,8 @@ def _lab03_ring(ns, world_size: int, sizes: list[int], seed: int, deadline_s: fl
     with tempfile.TemporaryDirectory(prefix="lab03-check-") as folder:
         prelude, solution = _solution_files(ns, "ring_all_reduce", LAB03_PRELUDE, Path(folder))
         return run(f"{__name__}:lab03_rank", world_size,
-                   {"prelude": prelude, "solution": solution, "sizes": list(sizes), "seed": seed}, deadline_s=deadline_s)
+                   {"prelude": prelude, "solution": solution, "sizes": list(sizes), "seed": seed},
+                   deadline_s=deadline_s)
 
 
 # ---- lab 6: one GCN layer with the student's halo exchange -----------------------------------------------

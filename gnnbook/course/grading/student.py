@@ -149,7 +149,8 @@ class Sandboxed:
         (self.folder / PRELUDE_FILE).write_text(self.prelude)
         (self.folder / SOLUTION_FILE).write_text(self.source)
         env = {"PYTHONPATH": str(Path(__file__).resolve().parents[3]), "DGLBACKEND": "pytorch",
-               "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": str(self.threads), "MKL_NUM_THREADS": str(self.threads)}
+               "PYTHONDONTWRITEBYTECODE": "1", "OMP_NUM_THREADS": str(self.threads),
+               "MKL_NUM_THREADS": str(self.threads)}
         self.process = start_sandboxed([sys.executable, "-m", __package__], self.folder, env=env, limits=self._limits())
 
     def _fail(self, returncode: int | None) -> StudentCodeError:

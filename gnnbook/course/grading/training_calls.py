@@ -161,7 +161,8 @@ def _lab05b_train(ns, graph: dict, epochs: int, num_parts: int, per_batch: int, 
     g = graph_from_payload(graph)
     setup = H.build_setup(g, num_parts, per_batch, seed=seed)
     kept: list[torch.nn.Module] = []
-    run = H.train(g, "gas", optim=Optim(seed, epochs=epochs, patience=epochs), clusters=H.Clusters(num_parts, per_batch),
+    run = H.train(g, "gas", optim=Optim(seed, epochs=epochs, patience=epochs),
+                  clusters=H.Clusters(num_parts, per_batch),
                   setup=setup, hooks=H.Hooks(ns["my_gas_forward"], ns["MyHistory"], on_restored=kept.append))
     kept[0].eval()
     with torch.no_grad():
