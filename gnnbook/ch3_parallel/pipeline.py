@@ -13,14 +13,21 @@ Book: 3.3.3 pipeline parallelism.
 
 Used in: chapters/03_distributed_ml.ipynb.
 
+A hand-off is not free: before the steps, neighbouring stages time a ping-pong of
+one micro-batch's activation (``handoff_s``, one way).  With it in every slot,
+the schedule's wall time is ``(m+p-1)(busy/m + 2 handoff)`` (one hand-off in the
+forward slot, one in the backward), which :func:`bubble_with_handoffs` turns into
+a bubble; GPipe's formula is its limit for a free hand-off.
+
 Example:
     >>> bubble_formula(2, 4)
     0.2
 """
 from __future__ import annotations
 
+import statistics
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 import torch.distributed as dist
@@ -40,10 +47,46 @@ class PipelineStage:
     timings: dict[str, list[dict[str, float]]]  # per m (as a string), per repeat: start, end, busy, cpu, bytes
     params: list[torch.Tensor]  # this stage's layers after one SGD step (concatenate the stages' in order)
     sizes: list[int]  # the widths of the whole model's layers
+    handoff_s: dict[str, float] = field(default_factory=dict)  # per m: one way of a micro-batch, to the next stage
 
 
 def bubble_formula(stages: int, micro_batches: int) -> float:
     return (stages - 1) / (micro_batches + stages - 1)
+
+
+def bubble_with_handoffs(stages: int, micro_batches: int, busy_s: float, handoff_s: float) -> float:
+    """The bubble when every forward and backward slot also pays one hand-off of ``handoff_s``: a stage is busy
+    ``busy_s`` (forward and backward of the whole batch) of a wall time ``(m+p-1)(busy_s/m + 2 handoff_s)``.
+
+    Example:
+        >>> round(bubble_with_handoffs(2, 4, busy_s=0.3, handoff_s=0.0), 3)    # GPipe's (p-1)/(m+p-1)
+        0.2
+        >>> round(bubble_with_handoffs(2, 16, busy_s=0.3, handoff_s=0.0009), 3), round(bubble_formula(2, 16), 3)
+        (0.141, 0.059)
+    """
+    m = micro_batches
+    return 1 - busy_s / ((m + stages - 1) * (busy_s / m + 2 * handoff_s))
+
+
+def _handoff_s(rows: int, width: int, trips: int = 20) -> float:
+    """The median one-way time of a ``rows x width`` activation between neighbouring stages (half a ping-pong's
+    round trip, timed by the left stage of each pair; 0 on a stage that is no pair's left)."""
+    rank, world = dist.get_rank(), dist.get_world_size()
+    comm, message, times = Comm(), torch.zeros(rows, width), []
+    for left in range(world - 1):
+        comm.barrier()
+        if rank == left:
+            for _ in range(trips):
+                t0 = time.perf_counter()
+                comm.send(message, left + 1)
+                comm.recv(message, left + 1)
+                times.append((time.perf_counter() - t0) / 2)
+        elif rank == left + 1:
+            for _ in range(trips):
+                comm.recv(message, left)
+                comm.send(message, left)
+    comm.barrier()
+    return statistics.median(times) if times else 0.0
 
 
 def _one_step(stage: nn.Sequential, x: torch.Tensor, y: torch.Tensor, m: int, d_in: int, d_out: int,
@@ -118,10 +161,12 @@ def run_pipeline(width: int = 512, layers_per_stage: int = 4, batch: int = 512,
     x, y = make_data(batch, width, width, seed)
     comm = Comm()
     timings: dict[str, list[dict[str, float]]] = {}
+    handoffs: dict[str, float] = {}
     _one_step(stage, x, y, 2, d_in, d_out, comm)  # warm-up (allocator, first-call costs)
     for m in micro_batches:
         if batch % m:
             raise ValueError(f"batch {batch} does not split into {m} equal micro-batches")
+        handoffs[str(m)] = _handoff_s(batch // m, width)
         runs = []
         for _ in range(repeats):
             stage.zero_grad()
@@ -133,20 +178,21 @@ def run_pipeline(width: int = 512, layers_per_stage: int = 4, batch: int = 512,
     with torch.no_grad():
         for p in stage.parameters():
             p -= lr * p.grad
-    return PipelineStage(timings=timings, params=[p.detach().clone() for p in stage.parameters()], sizes=sizes)
+    return PipelineStage(timings=timings, params=[p.detach().clone() for p in stage.parameters()], sizes=sizes,
+                         handoff_s=handoffs)
 
 
 def bubble_fractions(per_rank: list[PipelineStage]) -> dict[int, dict[str, float]]:
     """From the ranks' results: per ``m`` the measured bubble (mean over stages,
-    median over repeats), the formula, and the stages' busy and wall seconds.
+    median over repeats), GPipe's formula, the stages' busy and wall seconds, the
+    hand-off's one-way seconds (the slowest pair's) and the bubble it predicts
+    (``with_handoffs``).
 
     Example:
         >>> fake = [PipelineStage(timings={"1": [{"start": 0.0, "end": 2.0, "busy": 1.0}]}, params=[], sizes=[])] * 2
         >>> bubble_fractions(fake)[1]["measured"]
         0.5
     """
-    import statistics
-
     out = {}
     stages = len(per_rank)
     for key in per_rank[0].timings:
@@ -158,8 +204,9 @@ def bubble_fractions(per_rank: list[PipelineStage]) -> dict[int, dict[str, float
             walls.append(wall)
             busies.append(sum(t["busy"] for t in runs) / stages)
             shares.append(sum(t.get("cpu", t["busy"]) for t in runs) / max(sum(t["busy"] for t in runs), 1e-12))
-        m = int(key)
+        m, busy = int(key), statistics.median(busies)
+        handoff = max(r.handoff_s.get(key, 0.0) for r in per_rank)
         out[m] = {"measured": statistics.median(bubbles), "formula": bubble_formula(stages, m),
-                  "wall_s": statistics.median(walls), "busy_s": statistics.median(busies),
-                  "cpu_share": statistics.median(shares)}
+                  "wall_s": statistics.median(walls), "busy_s": busy, "cpu_share": statistics.median(shares),
+                  "handoff_s": handoff, "with_handoffs": bubble_with_handoffs(stages, m, busy, handoff)}
     return out
