@@ -1,4 +1,5 @@
-"""Grade one submitted lab outside the student's kernel: vet the solution cells, run only them, sandboxed, and check from here.
+"""Grade one submitted lab outside the student's kernel: vet the solution cells, run only them, sandboxed, and
+check from here.
 
 Book: none (autograding).
 
@@ -41,6 +42,7 @@ from typing import Any
 
 import nbformat
 
+from ...base.cpu_share import CpuShare
 from ..conventions import annotate, as_released
 from ..sandbox import sandbox_warning
 from ..vetting import vet
@@ -58,7 +60,8 @@ class Check:
 
 
 def grading_module(lab: str) -> ModuleType | None:
-    """The lab's grading module when the lab is graded outside the student's kernel (it defines ``CHECKS``), else None."""
+    """The lab's grading module when the lab is graded outside the student's kernel (it defines ``CHECKS``),
+    else None."""
     try:
         module = importlib.import_module(f"{__package__}.{lab}")
     except ModuleNotFoundError:
@@ -150,7 +153,8 @@ def _run_checks(checks: tuple[Check, ...], sandboxed: Sandboxed, no_process: str
         except Exception as error:      # the check itself met something it did not expect in the replies
             last = traceback.extract_tb(error.__traceback__)[-1]
             results.append((check, False, f"{type(error).__name__}: {error} (in the check, line {last.lineno}: "
-                                          f"the replies of your code were not what it asked for)", time.monotonic() - start))
+                                          f"the replies of your code were not what it asked for)",
+                            time.monotonic() - start))
     return results
 
 
@@ -194,6 +198,18 @@ def teacher_grade_ids(lab: Path) -> tuple[list[str], dict[int, int]]:
     return [i for i in ids if "solution" in i], cells_per_task
 
 
+def free_threads(sample_s: float = 0.2) -> int:
+    """The cores that no other process held over the last ``sample_s`` seconds (at least 1): the threads a
+    student's process gets.  More threads than free cores is no small loss: torch's OpenMP threads wait for
+    each other at every operation, and a thread whose core another program holds makes the others wait
+    (lab 4 took 320 s beside one busy process with two threads, 22 s on a quiet machine)."""
+    if (os.cpu_count() or 1) == 1:
+        return 1
+    with CpuShare([os.getpid()]) as share:
+        time.sleep(sample_s)
+    return max(1, int(share.free_cores + 0.5))
+
+
 def grade_class(pairs: list[tuple[str, Path]], labs: dict[str, Path], deadline_s: float,
                 feedback: Path | None = None) -> dict[tuple[str, Path], list[dict]]:
     """Grade every ``(student, notebook)`` of labs graded here, one after another; writes
@@ -203,14 +219,13 @@ def grade_class(pairs: list[tuple[str, Path]], labs: dict[str, Path], deadline_s
     warning = sandbox_warning()
     if warning:
         print(warning, file=sys.stderr)
-    # One submission at a time, each check's process on every core: a pool of grader processes
+    # One submission at a time, each check's process on every free core: a pool of grader processes
     # (multiprocessing) leaves its resource tracker behind for the caller's life, and threads would share the
     # global generators the checks seed (a grade would then depend on what was graded beside it).  The
     # student's processes start in a second or two; their checks are what takes the time.
-    threads = os.cpu_count() or 1
     with tempfile.TemporaryDirectory(prefix="gnnbook-grade-") as tmp:
         graded = [grade_submission(student, notebook.stem, notebook, ids[notebook.stem], Path(tmp) / f"s{i}",
-                                   deadline_s, threads, released[notebook.stem])
+                                   deadline_s, free_threads(), released[notebook.stem])
                   for i, (student, notebook) in enumerate(pairs)]
     out = {}
     for (student, notebook), (rows, text) in zip(pairs, graded):
