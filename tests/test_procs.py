@@ -29,10 +29,10 @@ def test_success_returns_exit_codes(tmp_path):
         assert "hello from a" in group.log("a")
 
 
-def test_first_failure_kills_the_group_and_names_the_process():
+def test_first_failure_kills_the_group_and_names_the_process(tmp_path):
     start = time.monotonic()
     with pytest.raises(ProcessFailed) as info:
-        with ProcessGroup(deadline_s=60) as group:
+        with ProcessGroup(deadline_s=60, log_dir=tmp_path) as group:
             group.start("server", [PY, "-c", "import time; time.sleep(600)"], background=True)
             group.start("trainer-0", [PY, "-c", "import time; time.sleep(600)"])
             group.start("trainer-1", [PY, "-c", "import sys, time; time.sleep(0.5); print('boom'); sys.exit(3)"])
@@ -43,9 +43,9 @@ def test_first_failure_kills_the_group_and_names_the_process():
     assert not _descendants()
 
 
-def test_a_killed_process_is_reported_by_signal():
+def test_a_killed_process_is_reported_by_signal(tmp_path):
     with pytest.raises(ProcessFailed, match="killed by SIGKILL"):
-        with ProcessGroup(deadline_s=60) as group:
+        with ProcessGroup(deadline_s=60, log_dir=tmp_path) as group:
             victim = group.start("victim", [PY, "-c", "import time; time.sleep(600)"])
             time.sleep(0.3)
             victim.kill()
@@ -53,12 +53,12 @@ def test_a_killed_process_is_reported_by_signal():
     assert not _descendants()
 
 
-def test_deadline_stops_a_hang_and_its_grandchildren():
+def test_deadline_stops_a_hang_and_its_grandchildren(tmp_path):
     script = ("import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)']); "
               "time.sleep(600)")
     start = time.monotonic()
     with pytest.raises(ProcessFailed, match="deadline of 2 s passed; still running: hang"):
-        with ProcessGroup(deadline_s=2) as group:
+        with ProcessGroup(deadline_s=2, log_dir=tmp_path) as group:
             group.start("hang", [PY, "-c", script])
             group.wait()
     assert time.monotonic() - start < 10
@@ -68,11 +68,13 @@ def test_deadline_stops_a_hang_and_its_grandchildren():
 
 def test_background_servers_get_stopped_after_foreground_finishes():
     with ProcessGroup(deadline_s=30, grace_s=0.5) as group:
+        temporary_logs = group.log_dir
         group.start("server", [PY, "-c", "import time; time.sleep(600)"], background=True)
         group.start("client", [PY, "-c", "pass"])
         codes = group.wait()
     assert codes["client"] == 0 and codes["server"] != 0
     assert not _descendants()
+    assert not temporary_logs.exists(), "a group that ended well leaves no gnnbook-job-* folder"
 
 
 # --- the supervisor itself killed; grandchildren that escaped the process group ---
@@ -139,10 +141,10 @@ def test_killed_supervisor_leaves_no_process_and_no_segment(tmp_path, sig):
             os.kill(pid, signal.SIGKILL)
 
 
-def test_a_peer_that_exits_0_does_not_leave_the_others_waiting():
+def test_a_peer_that_exits_0_does_not_leave_the_others_waiting(tmp_path):
     start = time.monotonic()
     with pytest.raises(ProcessFailed, match="'done' exited with code 0 but waiting still ran 1 s later"):
-        with ProcessGroup(deadline_s=60, peer_exit_grace_s=1) as group:
+        with ProcessGroup(deadline_s=60, peer_exit_grace_s=1, log_dir=tmp_path) as group:
             group.start("done", [PY, "-c", "pass"])
             group.start("waiting", [PY, "-c", "import time; time.sleep(600)"])
             group.wait()

@@ -27,6 +27,7 @@ Example:
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -150,6 +151,9 @@ class ProcessGroup:
 
     Every process carries the group's ``tag`` in its environment
     (:func:`gnnbook.base.reaper.marker_env`), which is how its descendants are found.
+
+    Without ``log_dir`` the logs go to a temporary ``gnnbook-job-*`` folder, removed when the ``with`` block
+    ends well and kept, for the logs an error names, when it raises.
     """
 
     def __init__(self, deadline_s: float, log_dir: str | Path | None = None, poll_s: float = 0.05,
@@ -400,3 +404,6 @@ class ProcessGroup:
                     self.on_cleanup()
             finally:
                 self.close()
+                # a temporary log folder goes with a group that ended well; after a failure it stays, for its logs
+                if self._temporary_log_dir and exc[0] is None:
+                    shutil.rmtree(self.log_dir, ignore_errors=True)
