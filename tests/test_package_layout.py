@@ -177,14 +177,21 @@ MAX_PARAMETERS, WHY_SO_MANY = 8, "More than 8 parameters:"
 
 
 def test_no_public_function_has_more_than_8_parameters_without_a_reason():
+    """Constructors count (their reason may be in the class's docstring), and so do ``*args`` and ``**kwargs``."""
     offenders = []
     for path in sorted(PACKAGE.rglob("*.py")):
-        for node in ast.walk(ast.parse(path.read_text())):
-            if not isinstance(node, ast.FunctionDef) or node.name.startswith("_"):
+        tree = ast.parse(path.read_text())
+        owner = {id(item): node for node in ast.walk(tree) if isinstance(node, ast.ClassDef) for item in node.body}
+        for node in ast.walk(tree):
+            if not isinstance(node, ast.FunctionDef) or (node.name.startswith("_") and node.name != "__init__"):
                 continue
             args = node.args
             names = [a.arg for a in args.posonlyargs + args.args + args.kwonlyargs if a.arg not in ("self", "cls")]
-            if len(names) > MAX_PARAMETERS and WHY_SO_MANY not in (ast.get_docstring(node) or ""):
+            names += [a.arg for a in (args.vararg, args.kwarg) if a is not None]
+            doc = ast.get_docstring(node) or ""
+            if node.name == "__init__" and id(node) in owner:
+                doc += ast.get_docstring(owner[id(node)]) or ""
+            if len(names) > MAX_PARAMETERS and WHY_SO_MANY not in doc:
                 offenders.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno} {node.name} ({len(names)})")
     assert not offenders, (f"group the knobs (Optim, Batches, a dataclass) or say why after {WHY_SO_MANY!r} in "
                            f"the docstring: {offenders}")

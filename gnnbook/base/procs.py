@@ -154,6 +154,10 @@ class ProcessGroup:
 
     Without ``log_dir`` the logs go to a temporary ``gnnbook-job-*`` folder, removed when the ``with`` block
     ends well and kept, for the logs an error names, when it raises.
+
+    More than 8 parameters: each is one rule of the supervision (the deadline, the graces of a background or a
+    peer that exits, the poll period, the clean-up, the tag and the watchdog), set once by the caller that owns
+    the job.
     """
 
     def __init__(self, deadline_s: float, log_dir: str | Path | None = None, poll_s: float = 0.05,

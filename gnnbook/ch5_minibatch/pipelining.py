@@ -84,6 +84,8 @@ def run_loop(source: Iterable[Minibatch], graph: dgl.DGLGraph, hidden: int = 64,
     thread, and record when each stage of each step ran.  ``model_options``
     go to :func:`gnnbook.models.build_model` (e.g. ``dropout=0.0``).
 
+    More than 8 parameters: ``model_options`` pass through to :func:`gnnbook.models.build_model` unchanged.
+
     Example:
         >>> from gnnbook.data import load_dataset
         >>> g = load_dataset("cora")                                                          # doctest: +SKIP
@@ -141,6 +143,8 @@ def balance_hidden(graph: dgl.DGLGraph, seed_nodes: torch.Tensor, fanouts: Seque
     minibatches (after one warm-up step), in :data:`BALANCE_ROUNDS` rounds of
     which the fastest counts, and the line is solved, within [low, high].
 
+    More than 8 parameters: ``model_options`` pass through to :func:`gnnbook.models.build_model` unchanged.
+
     Example:
         >>> from gnnbook.data import load_dataset
         >>> g = load_dataset("cora")                                                      # doctest: +SKIP
@@ -177,6 +181,8 @@ def compare_loops(graph: dgl.DGLGraph, seed_nodes: torch.Tensor, fanouts: Sequen
     each run's ``other_cores`` says how many cores other processes than the
     trainer and the producer held meanwhile (the pipeline needs two free ones).
     The producer runs under :data:`PIPELINE_DEADLINE_S`.
+
+    More than 8 parameters: ``model_options`` pass through to :func:`gnnbook.models.build_model` unchanged.
 
     Example:
         >>> from gnnbook.data import load_dataset

@@ -497,7 +497,10 @@ def run_operator(dataset: str = "cora", mode: str = "1d", processes: int = 4, or
                  epochs: int = 10, hidden: int = 16, seed: int = 0, deadline_s: float = 120.0,
                  **options: Any) -> list[OperatorRank]:
     """:func:`train` on ``processes`` real processes; ValueError for a bad mode, a non-square
-    2D grid or an unknown ordering, before anything starts."""
+    2D grid or an unknown ordering, before anything starts.
+
+    More than 8 parameters: ``options`` go, as JSON, to every rank's :func:`train` unchanged.
+    """
     from ..base.launch import run
     from .partitioners import METHODS
 

@@ -334,7 +334,10 @@ def run_subgraph(dataset: str = "cora", model: str = "gcn", num_parts: int = 2, 
                  epochs: int = 10, hidden: int = 16, seed: int = 0, deadline_s: float = 120.0,
                  **options: Any) -> list[RankRun]:
     """:func:`train` on ``num_parts`` real processes (gloo); the per-rank results, rank order.
-    Raises ValueError for ``num_parts`` outside ``1..N``, an unknown model or partitioner."""
+    Raises ValueError for ``num_parts`` outside ``1..N``, an unknown model or partitioner.
+
+    More than 8 parameters: ``options`` go, as JSON, to every rank's :func:`train` unchanged.
+    """
     from ..data import load_dataset
     from ..base.launch import run
     from .partitioners import METHODS

@@ -73,7 +73,11 @@ def default_deadline_s(part_config: str | Path | OpenedPartition, config: TrainC
 
 class LocalCluster:
     """``num_trainers`` trainers and ``num_servers`` servers per partition of
-    ``part_config``, each partition an emulated machine of this host."""
+    ``part_config``, each partition an emulated machine of this host.
+
+    More than 8 parameters: one per option of DGL's ``launch.py`` that a job sets (trainers, servers, samplers,
+    hosts) and per guarantee of the emulation (deadline, memory per machine, private network, work folder).
+    """
 
     mode = "local"
 

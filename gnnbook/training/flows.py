@@ -90,6 +90,8 @@ def compare_flows(graph: dgl.DGLGraph, model_name: str = "sage", seeds: Sequence
     validation early stopping.  Each side's None epochs and patience, and the minibatch side's None learning
     rate, take :data:`FLOW_DEFAULTS`; the seed of each run is one of ``seeds``.
 
+    More than 8 parameters: ``model_options`` pass through to :func:`gnnbook.models.build_model` unchanged.
+
     Example:
         >>> from gnnbook.data import load_dataset
         >>> flows = compare_flows(load_dataset("cora"), "sage", [0], Batches([10, 10], 64),

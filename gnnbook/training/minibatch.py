@@ -180,6 +180,8 @@ def train_minibatch(graph: dgl.DGLGraph, model_name: str = "sage", optim: Optim 
     without output nodes is skipped.  ``on_restored`` is called with the model once
     the best epoch's weights are back (a grader scores it on labels the run never saw).
 
+    More than 8 parameters: ``model_options`` pass through to :func:`gnnbook.models.build_model` unchanged.
+
     Example:
         >>> from gnnbook.data import load_dataset
         >>> r = train_minibatch(load_dataset("cora"), "gcn", Optim(epochs=5), Batches([5, 5]))  # doctest: +SKIP
