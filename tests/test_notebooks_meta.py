@@ -64,3 +64,29 @@ def test_exercise_answers_are_folded_after_their_exercises(path):
         asked = re.findall(r"^(\d+)\. ", before, re.M)
         answered = re.findall(r"^(\d+)\. ", text, re.M)
         assert answered == asked, f"{path.name}: exercises {asked}, answers {answered}"
+
+
+def _is_text(node) -> bool:
+    """A message that reads as words: a string, an f-string, or strings joined with + or %."""
+    import ast
+
+    return (isinstance(node, ast.JoinedStr) or (isinstance(node, ast.Constant) and isinstance(node.value, str))
+            or (isinstance(node, ast.BinOp) and (_is_text(node.left) or _is_text(node.right))))
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "chapters").glob("*.ipynb")), ids=lambda p: p.name)
+def test_every_assert_in_a_chapter_says_what_failed(path):
+    """A claim or check that fails tells the student what was compared (issue 45): every `assert` has a message,
+    and the message is text (a string or f-string), never a bare tuple, dict or number.  (Labs are left out: their
+    check cells call the grading module, whose checks carry their own messages.)"""
+    import ast
+
+    bad = []
+    for i, cell in enumerate(json.loads(path.read_text())["cells"]):
+        source = "".join(cell["source"]) if cell["cell_type"] == "code" else ""
+        source = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in source.splitlines())
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.Assert) and (node.msg is None or not _is_text(node.msg)):
+                what = "no message" if node.msg is None else f"message {ast.get_source_segment(source, node.msg)[:40]}"
+                bad.append(f"cell {i}, line {node.lineno} ({what}): {ast.get_source_segment(source, node.test)[:60]}")
+    assert not bad, f"{path.name}: asserts that do not say what failed (write what was compared and the numbers): {bad}"
