@@ -25,7 +25,6 @@ Example:
 from __future__ import annotations
 
 import secrets
-import weakref
 from typing import Any, Sequence
 
 import torch.distributed as dist
@@ -34,7 +33,7 @@ from ...base.worker import load_function
 from ..vetting import Policy
 from .engine import Check
 from .ranks import LAB03_PRELUDE, P2P_OPS, lab03_tensor, ring_row
-from .student import Here
+from .student import Here, once_per_submission
 
 __all__ = ["CHECKS", "Here", "P2P_OPS", "POLICY", "PRELUDE", "check_all_reduce", "check_ring_sum",
            "check_ring_traffic"]
@@ -62,11 +61,6 @@ def check_all_reduce(impl: str, sizes: list[int], seed: int = 0) -> list[dict[st
     return rows
 
 
-# One launch per submission, world size and sizes: both checks read the same (when grading, on tensors of a seed
-# drawn for the submission, so that no rank can make its peers' tensors itself).
-_RUNS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def _sizes(thorough: bool) -> list[int]:
     """Sizes that 2 and 3 do and do not divide, and one large enough for the wire's headers to be < 1%."""
     return sorted([5, 7, 1000, 2**16 + 3] + ([333, 4097] if thorough else []))
@@ -75,10 +69,14 @@ def _sizes(thorough: bool) -> list[int]:
 def _ring_rows(student, world_sizes: Sequence[int], sizes: Sequence[int], thorough: bool, deadline_s: float
                ) -> list[dict]:
     """One launch per world size through the student; every rank's rows with ``N``, ``rank`` and ``max_error``
-    against the sum of every rank's tensor, made here."""
-    runs, key = _RUNS.setdefault(student, {}), (tuple(world_sizes), tuple(sizes), thorough)
-    if key in runs:
-        return runs[key]
+    against the sum of every rank's tensor, made here.  Both checks read one launch per submission (when grading,
+    on tensors of a seed drawn for the submission, so that no rank can make its peers' tensors itself)."""
+    key = ("lab03.ring", tuple(world_sizes), tuple(sizes), thorough)
+    return once_per_submission(student, key, lambda: _launch_rings(student, world_sizes, sizes, thorough, deadline_s))
+
+
+def _launch_rings(student, world_sizes: Sequence[int], sizes: Sequence[int], thorough: bool, deadline_s: float
+                  ) -> list[dict]:
     seed = secrets.randbelow(2**31) if thorough else 0
     launches = student.run([("lab03.ring", {"world_size": n, "sizes": list(sizes), "seed": seed,
                                             "deadline_s": deadline_s})
@@ -94,7 +92,6 @@ def _ring_rows(student, world_sizes: Sequence[int], sizes: Sequence[int], thorou
                 error = float((got - expected).abs().max()) if got.shape == expected.shape else float("inf")
                 rows.append({k: v for k, v in row.items() if k != "result"}
                             | {"N": n, "rank": rank, "max_error": error})
-    runs[key] = rows
     return rows
 
 

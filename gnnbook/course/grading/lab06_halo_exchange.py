@@ -22,7 +22,6 @@ Example:
 from __future__ import annotations
 
 import secrets
-import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,7 +37,7 @@ from ...comm.collectives import Comm
 from ..vetting import Policy
 from .engine import Check
 from .ranks import LAB06_PRELUDE
-from .student import Here
+from .student import Here, once_per_submission
 
 __all__ = ["CHECKS", "Here", "POLICY", "PRELUDE", "check_backward", "check_forward", "check_predicted_bytes",
            "grade_exchange", "layer_case", "layer_reference", "measure_package_exchange"]
@@ -135,21 +134,16 @@ def _shape_message(rows: list[dict]) -> str:
                                    f"{bad['halo']} nodes: return one row per node of part.halo)")
 
 
-# One run of the ranks per submission and case: the forward and the backward check read the same run (when
-# grading, one seed drawn per submission).
-_RUNS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
-
-
 def _worst(student, thorough: bool, num_parts: int, dataset: str, partitioner: str, hidden: int, deadline_s: float,
            error: str) -> tuple[str, dict[str, Any]]:
     """:func:`grade_exchange` over the check's cases: where ``error`` is largest, and that case's measurement."""
-    runs = _RUNS.setdefault(student, {})
-    graded = []
+    graded = []     # one run of the ranks per submission and case: the forward and the backward check read it
     for parts, how in _cases(num_parts, partitioner, thorough):
-        key = (parts, how, dataset, max(hidden, 4), thorough)
-        if key not in runs:
-            runs[key] = grade_exchange(student, parts, dataset, how, max(hidden, 4), _seed(thorough), deadline_s)
-        graded.append((f"{parts} processes, {how} parts", runs[key]))
+        run_case = (lambda parts=parts, how=how:
+                    grade_exchange(student, parts, dataset, how, max(hidden, 4), _seed(thorough), deadline_s))
+        graded.append((f"{parts} processes, {how} parts",
+                       once_per_submission(student, ("lab06.layer", parts, how, dataset, max(hidden, 4), thorough),
+                                           run_case)))
     # NaN: worst
     return max(graded, key=lambda case: case[1][error] if case[1][error] == case[1][error] else float("inf"))
 

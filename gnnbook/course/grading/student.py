@@ -34,7 +34,8 @@ import subprocess
 import sys
 import time
 import traceback
-from collections.abc import Callable
+import weakref
+from collections.abc import Callable, Hashable
 from pathlib import Path
 from typing import Any
 
@@ -110,6 +111,19 @@ def _innermost(error: BaseException) -> str:
     if len(message) > 400:      # a rank's failure ends with its log: keep the start and the error at the end
         message = f"{message[:200]} ... {message[-200:]}"
     return f"{type(error).__name__}{': ' + message if message else ''}{where}"
+
+
+_MEASURED: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def once_per_submission(student: Any, key: Hashable, measure: Callable[[], Any]) -> Any:
+    """``measure()`` the first time a check asks for ``key`` of this ``student`` (a :class:`Sandboxed` or a
+    :class:`Here`), its result afterwards: two checks that read one launch of the ranks launch it once.  A
+    measurement that raises is not kept."""
+    measured = _MEASURED.setdefault(student, {})
+    if key not in measured:
+        measured[key] = measure()
+    return measured[key]
 
 
 class Here:
