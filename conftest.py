@@ -28,8 +28,11 @@ FAIL_FACTOR = 1.25
 # nbval then fails the cell.  Progress-bar widgets redraw at most once a second
 # under test (kernels inherit this variable; tqdm reads TQDM_* defaults).
 os.environ.setdefault("TQDM_MININTERVAL", "1")
-_seconds: dict[str, float] = defaultdict(float)
 _file_seconds: dict[str, float] = defaultdict(float)     # every test file's time: where make test's 45 minutes go
+
+
+def _notebook_seconds() -> dict[str, float]:
+    return {path: s for path, s in _file_seconds.items() if path.endswith(".ipynb")}
 
 
 def pytest_ignore_collect(collection_path, config):
@@ -50,12 +53,10 @@ def pytest_runtest_protocol(item, nextitem):
     yield
     path = os.path.relpath(str(item.fspath), str(item.config.rootpath))
     _file_seconds[path] += time.perf_counter() - start
-    if path.endswith(".ipynb"):
-        _seconds[path] += time.perf_counter() - start
 
 
 def _over_budget(factor: float = 1.0) -> dict[str, float]:
-    return {nb: s for nb, s in _seconds.items() if s > factor * BUDGET_S}
+    return {nb: s for nb, s in _notebook_seconds().items() if s > factor * BUDGET_S}
 
 
 def pytest_terminal_summary(terminalreporter, exitstatus, config):
@@ -67,13 +68,14 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             terminalreporter.write_line(f"{seconds:7.1f} s  {path}")
         (out / "test-times.json").write_text(json.dumps(dict(sorted(_file_seconds.items(), key=lambda kv: -kv[1])),
                                                         indent=2))
-    if not _seconds:
+    notebooks = _notebook_seconds()
+    if not notebooks:
         return
     terminalreporter.section(f"notebook run times (budget {BUDGET_S:.0f} s each)")
-    for nb, seconds in sorted(_seconds.items()):
+    for nb, seconds in sorted(notebooks.items()):
         flag = "  OVER BUDGET" if seconds > BUDGET_S else ""
         terminalreporter.write_line(f"{seconds:7.1f} s  {nb}{flag}")
-    (out / "notebook-times.json").write_text(json.dumps(dict(sorted(_seconds.items())), indent=2))
+    (out / "notebook-times.json").write_text(json.dumps(dict(sorted(notebooks.items())), indent=2))
 
 
 def pytest_sessionfinish(session, exitstatus):
